@@ -1,0 +1,92 @@
+//! The HTTP API: poem + poem-openapi, with the OpenAPI document generated from the typed
+//! handlers. `main.rs` wires it; everything a test needs is reachable from here.
+
+pub mod error;
+pub mod health;
+pub mod middleware;
+pub mod server;
+pub mod state;
+pub mod tags;
+
+use poem::{Endpoint, EndpointExt, Route};
+use poem_openapi::OpenApiService;
+
+pub use state::AppState;
+
+pub const TITLE: &str = "Fleet Update Management Service";
+
+/// All operations, as one OpenAPI service.
+pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + use<>, ()> {
+    let apis = health::HealthApi {
+        state: state.clone(),
+    };
+    OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
+        .description(include_str!("openapi_intro.md"))
+        .server(state.config.base_url.as_str().trim_end_matches('/'))
+}
+
+/// The OpenAPI document as JSON, without running a server.
+pub fn openapi_json(state: &AppState) -> String {
+    openapi(state).spec()
+}
+
+/// The whole application: routes, OpenAPI document, docs UI and the edge middleware.
+pub fn app(state: AppState) -> impl Endpoint + 'static {
+    let service = openapi(&state);
+    let spec = service.spec_endpoint();
+    let docs = service.swagger_ui();
+    Route::new()
+        .nest("/v1/openapi.json", spec)
+        .nest("/docs", docs)
+        .nest("/", service)
+        .data(state)
+        .with(middleware::Edge)
+}
+
+/// The `api` binary: connect, migrate, serve; in embedded mode also work and schedule.
+pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    let config = Arc::new(config);
+    let db = platform::db::Database::connect(&config, 16).await?;
+    db.migrate().await?;
+    let clock: platform::clock::SharedClock = Arc::new(platform::clock::SystemClock);
+    let state = AppState {
+        config: config.clone(),
+        queue: platform::jobs::Queue::new(&db),
+        db: db.clone(),
+        clock: clock.clone(),
+    };
+    let shutdown = platform::runtime::shutdown_on_signal();
+    let bound = server::bind(config.bind).await?;
+
+    let mut background = tokio::task::JoinSet::new();
+    if config.embedded_workers {
+        let deps = worker::Deps::new(config.clone(), db.clone(), clock.clone())?;
+        let options = worker::WorkerOptions::new(8);
+        background.spawn(worker::run(deps, options, shutdown.clone()));
+        let scheduler = scheduler::Scheduler::new(db.clone(), clock.clone());
+        background.spawn(scheduler.run(shutdown.clone()));
+    }
+
+    let base = config.base_url.as_str().trim_end_matches('/');
+    tracing::info!(
+        address = %bound.local_addr,
+        embedded_workers = config.embedded_workers,
+        "api listening"
+    );
+    println!("Listening on http://{}", bound.local_addr);
+    println!("API docs:    {base}/docs   (OpenAPI document: {base}/v1/openapi.json)");
+
+    let served = server::serve(state, bound, shutdown.clone()).await;
+    shutdown.cancel();
+    while let Some(finished) = background.join_next().await {
+        match finished {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::error!(error = %err, "background task failed"),
+            Err(err) => tracing::error!(error = %err, "background task panicked"),
+        }
+    }
+    db.close().await;
+    served
+}

@@ -1,0 +1,49 @@
+//! Running the api: bind, serve until told to stop, drain in-flight requests.
+
+use std::{net::SocketAddr, time::Duration};
+
+use poem::{
+    Server,
+    listener::{Acceptor, Listener, TcpListener},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{AppState, app};
+
+/// How long in-flight requests may take to finish after a shutdown signal.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A bound listener, so callers (tests) can learn the port before serving.
+pub struct Bound {
+    acceptor: poem::listener::TcpAcceptor,
+    pub local_addr: SocketAddr,
+}
+
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<Bound> {
+    let acceptor = TcpListener::bind(addr).into_acceptor().await?;
+    let local_addr = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().copied())
+        .ok_or_else(|| anyhow::anyhow!("the listener has no socket address"))?;
+    Ok(Bound {
+        acceptor,
+        local_addr,
+    })
+}
+
+/// Serves until `shutdown` is cancelled, then stops accepting and drains.
+pub async fn serve(
+    state: AppState,
+    bound: Bound,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    Server::new_with_acceptor(bound.acceptor)
+        .run_with_graceful_shutdown(
+            app(state),
+            async move { shutdown.cancelled().await },
+            Some(DRAIN_TIMEOUT),
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,13 @@
+//! What every handler can reach: configuration, the database, the job queue and the clock.
+
+use std::sync::Arc;
+
+use platform::{clock::SharedClock, config::Config, db::Database, jobs::Queue};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub db: Database,
+    pub queue: Queue,
+    pub clock: SharedClock,
+}

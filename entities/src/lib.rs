@@ -1,0 +1,1 @@
+//! sea-orm entities of the service's tables, one module per table.

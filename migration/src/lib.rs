@@ -1,0 +1,16 @@
+//! The service's schema, as one migration set that runs on SQLite and Postgres alike.
+//!
+//! Column types stay within what both databases share: UUIDs, text, integers, booleans,
+//! timestamps with time zone, binary hashes and JSON as text. Migrations are append-only.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261122_000001_identity;
+
+pub struct Migrator;
+
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261122_000001_identity::Migration)]
+    }
+}

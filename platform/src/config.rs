@@ -1,0 +1,357 @@
+//! Configuration shared by every binary (decisions §11): environment variables, each of which a
+//! `--flag` of the same name (kebab-case) may override.
+//!
+//! Values arrive as raw strings and are validated here, so that a bad value stops the binary
+//! with one line naming the variable instead of a parser's usage text or a panic.
+
+use std::{fmt, net::SocketAddr};
+
+use base64::Engine;
+use clap::Args;
+use url::Url;
+
+/// Raw values as given on the command line or in the environment.
+#[derive(Args, Clone, Default)]
+pub struct RawConfig {
+    /// SQLite (embedded default) or `postgres://…`. Migrations run at start.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Address the api listens on.
+    #[arg(long, env = "SERVICE_BIND")]
+    pub service_bind: Option<String>,
+    /// Public address, used in emails, SSO redirect URI, SCIM base URL.
+    #[arg(long, env = "SERVICE_BASE_URL")]
+    pub service_base_url: Option<String>,
+    /// Whether the api also runs the worker and scheduler in-process.
+    #[arg(long, env = "EMBEDDED_WORKERS")]
+    pub embedded_workers: Option<String>,
+    /// `smtp://host:port`; unset writes emails to `data/outbox/*.eml`.
+    #[arg(long, env = "SMTP_URL")]
+    pub smtp_url: Option<String>,
+    /// Sender address of every email.
+    #[arg(long, env = "EMAIL_FROM")]
+    pub email_from: Option<String>,
+    /// Base64 of 32 bytes: the AES-256-GCM key for stored credentials.
+    #[arg(long, env = "SECRETS_KEY", hide_env_values = true)]
+    pub secrets_key: Option<String>,
+    /// Secret the payment processor signs its webhook with.
+    #[arg(long, env = "PAYMENTS_WEBHOOK_SECRET", hide_env_values = true)]
+    pub payments_webhook_secret: Option<String>,
+    /// Where daily usage is reported and checkout sessions are created.
+    #[arg(long, env = "PAYMENTS_API_URL")]
+    pub payments_api_url: Option<String>,
+    /// Key for the payment processor's API.
+    #[arg(long, env = "PAYMENTS_API_KEY", hide_env_values = true)]
+    pub payments_api_key: Option<String>,
+    /// JSON manifest of the agent release channels, read hourly.
+    #[arg(long, env = "AGENT_MANIFEST_URL")]
+    pub agent_manifest_url: Option<String>,
+    /// Requests an organization may make in a burst.
+    #[arg(long, env = "RATE_LIMIT_BURST")]
+    pub rate_limit_burst: Option<String>,
+    /// Sustained requests per second per organization.
+    #[arg(long, env = "RATE_LIMIT_PER_SECOND")]
+    pub rate_limit_per_second: Option<String>,
+    /// `json` for JSON log lines; anything else is human-readable text.
+    #[arg(long, env = "LOG_FORMAT")]
+    pub log_format: Option<String>,
+}
+
+/// A configuration value that cannot be used; its `Display` is the one line printed at start.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {variable}: {problem}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+fn bad(variable: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        variable,
+        problem: problem.into(),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatabaseKind {
+    Sqlite,
+    Postgres,
+}
+
+/// A secret value: never printed, not even by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    pub fn new(value: T) -> Self {
+        Self(value)
+    }
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// Validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub database_url: Secret<String>,
+    pub database_kind: DatabaseKind,
+    pub bind: SocketAddr,
+    pub base_url: Url,
+    pub embedded_workers: bool,
+    pub smtp_url: Option<Secret<Url>>,
+    pub email_from: lettre::message::Mailbox,
+    pub secrets_key: Option<Secret<[u8; 32]>>,
+    pub payments_webhook_secret: Option<Secret<String>>,
+    pub payments_api_url: Option<Url>,
+    pub payments_api_key: Option<Secret<String>>,
+    pub agent_manifest_url: Option<Url>,
+    pub rate_limit_burst: u32,
+    pub rate_limit_per_second: f64,
+    pub log_json: bool,
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
+fn parse_url(variable: &'static str, value: &str) -> Result<Url, ConfigError> {
+    let url = Url::parse(value).map_err(|e| bad(variable, format!("not a URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad(variable, "must be an http:// or https:// address"));
+    }
+    Ok(url)
+}
+
+fn parse_bool(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(bad(
+            variable,
+            format!("expected true or false, got {value:?}"),
+        )),
+    }
+}
+
+impl RawConfig {
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let database_url = non_empty(self.database_url)
+            .unwrap_or_else(|| "sqlite://data/service.db?mode=rwc".to_owned());
+        let database_kind = if database_url.starts_with("sqlite:") {
+            DatabaseKind::Sqlite
+        } else if database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://")
+        {
+            DatabaseKind::Postgres
+        } else {
+            return Err(bad(
+                "DATABASE_URL",
+                "must start with sqlite: or postgres:// (the value is not shown, it may hold a password)",
+            ));
+        };
+
+        let bind_text = non_empty(self.service_bind).unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+        let bind: SocketAddr = bind_text.parse().map_err(|_| {
+            bad(
+                "SERVICE_BIND",
+                format!("expected an address and port such as 127.0.0.1:8080, got {bind_text:?}"),
+            )
+        })?;
+
+        let base_url = parse_url(
+            "SERVICE_BASE_URL",
+            &non_empty(self.service_base_url).unwrap_or_else(|| "http://localhost:8080".to_owned()),
+        )?;
+
+        let embedded_workers = match non_empty(self.embedded_workers) {
+            Some(v) => parse_bool("EMBEDDED_WORKERS", &v)?,
+            None => database_kind == DatabaseKind::Sqlite,
+        };
+
+        let smtp_url = match non_empty(self.smtp_url) {
+            Some(v) => {
+                let url = Url::parse(&v).map_err(|_| {
+                    bad("SMTP_URL", "expected smtp://host:port or smtps://host:port")
+                })?;
+                if !matches!(url.scheme(), "smtp" | "smtps") || url.host_str().is_none() {
+                    return Err(bad(
+                        "SMTP_URL",
+                        "expected smtp://host:port or smtps://host:port",
+                    ));
+                }
+                Some(Secret(url))
+            }
+            None => None,
+        };
+
+        let from_text =
+            non_empty(self.email_from).unwrap_or_else(|| "Service <no-reply@localhost>".to_owned());
+        let email_from = from_text.parse().map_err(|_| {
+            bad(
+                "EMAIL_FROM",
+                format!("expected an address such as \"Service <no-reply@example.com>\", got {from_text:?}"),
+            )
+        })?;
+
+        let secrets_key = match non_empty(self.secrets_key) {
+            Some(v) => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(v.trim())
+                    .map_err(|_| bad("SECRETS_KEY", "not valid base64"))?;
+                let key: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
+                    bad(
+                        "SECRETS_KEY",
+                        format!("must decode to 32 bytes, got {}", b.len()),
+                    )
+                })?;
+                Some(Secret(key))
+            }
+            None => None,
+        };
+
+        let payments_api_url = non_empty(self.payments_api_url)
+            .map(|v| parse_url("PAYMENTS_API_URL", &v))
+            .transpose()?;
+        let agent_manifest_url = non_empty(self.agent_manifest_url)
+            .map(|v| parse_url("AGENT_MANIFEST_URL", &v))
+            .transpose()?;
+
+        let rate_limit_burst = match non_empty(self.rate_limit_burst) {
+            Some(v) => v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    bad(
+                        "RATE_LIMIT_BURST",
+                        format!("expected a positive integer, got {v:?}"),
+                    )
+                })?,
+            None => 120,
+        };
+        let rate_limit_per_second = match non_empty(self.rate_limit_per_second) {
+            Some(v) => v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|n| n.is_finite() && *n > 0.0)
+                .ok_or_else(|| {
+                    bad(
+                        "RATE_LIMIT_PER_SECOND",
+                        format!("expected a positive number, got {v:?}"),
+                    )
+                })?,
+            None => 20.0,
+        };
+
+        let log_json = match non_empty(self.log_format) {
+            Some(v) => match v.trim() {
+                "json" => true,
+                "text" | "pretty" => false,
+                _ => {
+                    return Err(bad(
+                        "LOG_FORMAT",
+                        format!("expected json or text, got {v:?}"),
+                    ));
+                }
+            },
+            None => false,
+        };
+
+        Ok(Config {
+            database_url: Secret(database_url),
+            database_kind,
+            bind,
+            base_url,
+            embedded_workers,
+            smtp_url,
+            email_from,
+            secrets_key,
+            payments_webhook_secret: non_empty(self.payments_webhook_secret).map(Secret),
+            payments_api_url,
+            payments_api_key: non_empty(self.payments_api_key).map(Secret),
+            agent_manifest_url,
+            rate_limit_burst,
+            rate_limit_per_second,
+            log_json,
+        })
+    }
+}
+
+impl Config {
+    /// Configuration from defaults only, as a fresh machine sees it (tests start from this).
+    pub fn defaults() -> Config {
+        match RawConfig::default().validate() {
+            Ok(config) => config,
+            // The defaults are constants checked by `defaults_are_valid` below.
+            Err(e) => unreachable!("built-in defaults are invalid: {e}"),
+        }
+    }
+
+    /// The directory that holds the SQLite file and the email outbox.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("data")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = Config::defaults();
+        assert_eq!(config.database_kind, DatabaseKind::Sqlite);
+        assert!(config.embedded_workers);
+        assert_eq!(config.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.rate_limit_burst, 120);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_variable() {
+        let raw = RawConfig {
+            rate_limit_burst: Some("lots".into()),
+            ..RawConfig::default()
+        };
+        let err = raw.validate().expect_err("must be refused");
+        assert_eq!(err.variable, "RATE_LIMIT_BURST");
+        assert!(
+            err.to_string()
+                .starts_with("configuration error: RATE_LIMIT_BURST:")
+        );
+    }
+
+    #[test]
+    fn postgres_turns_embedded_workers_off_by_default() {
+        let raw = RawConfig {
+            database_url: Some("postgres://postgres@127.0.0.1/test".into()),
+            ..RawConfig::default()
+        };
+        let config = raw.validate().expect("valid");
+        assert_eq!(config.database_kind, DatabaseKind::Postgres);
+        assert!(!config.embedded_workers);
+    }
+
+    #[test]
+    fn secrets_key_must_be_32_bytes_and_is_never_printed() {
+        let short = RawConfig {
+            secrets_key: Some("AAAA".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(short.validate().expect_err("short").variable, "SECRETS_KEY");
+        let good = RawConfig {
+            secrets_key: Some(base64::engine::general_purpose::STANDARD.encode([7u8; 32])),
+            ..RawConfig::default()
+        };
+        let config = good.validate().expect("valid");
+        assert!(!format!("{config:?}").contains("BwcH"));
+    }
+}

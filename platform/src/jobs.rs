@@ -1,0 +1,188 @@
+//! Job payloads and the queue the api pushes them into (apalis, in the service's own database).
+//!
+//! Each job type names its queue explicitly (`Job::QUEUE`), so the api and every worker agree on
+//! it whatever the Rust path of the type. Payloads only ever gain optional fields: a row that a
+//! worker cannot decode stops that worker (apalis 1.0), so old rows must stay readable.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use apalis::prelude::{TaskBuilder, TaskSink};
+use apalis_postgres::PostgresStorage;
+use apalis_sqlite::SqliteStorage;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use sqlx::{PgPool, SqlitePool};
+
+use crate::db::{Database, Pool};
+
+/// How often a worker proves it is alive, and how many beats it may miss before its jobs are
+/// given to another worker: a killed worker's job runs again after about 6 s.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+pub const MISSED_HEARTBEATS: u32 = 3;
+
+/// A job payload with a stable queue name.
+pub trait Job: Serialize + DeserializeOwned + Clone + Send + Sync + Unpin + 'static {
+    /// The queue's name; never change it once deployed.
+    const QUEUE: &'static str;
+    /// In-process retries with exponential backoff after the first attempt.
+    const RETRIES: usize = 5;
+}
+
+/// Deliver one email.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SendEmail {
+    /// Unique per message; becomes its Message-ID (and the outbox file name).
+    pub id: String,
+    pub to: String,
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+    /// The sign-in (or other) link the message carries; logged when there is no SMTP server.
+    #[serde(default)]
+    pub link: Option<String>,
+}
+
+impl Job for SendEmail {
+    const QUEUE: &'static str = "email.send";
+}
+
+impl SendEmail {
+    pub fn new(
+        to: impl Into<String>,
+        subject: impl Into<String>,
+        text: String,
+        html: String,
+    ) -> Self {
+        SendEmail {
+            id: uuid::Uuid::now_v7().simple().to_string(),
+            to: to.into(),
+            subject: subject.into(),
+            text,
+            html,
+            link: None,
+        }
+    }
+}
+
+pub fn postgres_config(queue: &str) -> apalis_postgres::Config {
+    apalis_postgres::Config::default()
+        .queue(queue)
+        .heartbeat_interval(HEARTBEAT)
+        .missed_heartbeats(MISSED_HEARTBEATS as usize)
+        .batch_size(50)
+}
+
+pub fn sqlite_config(queue: &str) -> apalis_sqlite::Config {
+    apalis_sqlite::Config::default()
+        .queue(queue)
+        .heartbeat_interval(HEARTBEAT)
+        .missed_heartbeats(MISSED_HEARTBEATS as usize)
+        .batch_size(50)
+}
+
+pub(crate) async fn setup_postgres(pool: &PgPool) -> anyhow::Result<()> {
+    PostgresStorage::setup(pool)
+        .await
+        .context("creating the job queue tables")
+}
+
+pub(crate) async fn setup_sqlite(pool: &SqlitePool) -> anyhow::Result<()> {
+    SqliteStorage::setup(pool)
+        .await
+        .context("creating the job queue tables")
+}
+
+/// Where jobs are pushed: the apalis storage in the service's database.
+#[derive(Clone, Debug)]
+pub struct Queue {
+    pool: Pool,
+}
+
+/// Whether a push with an idempotency key queued a job or found one queued already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    Queued,
+    AlreadyQueued,
+}
+
+impl Queue {
+    pub fn new(db: &Database) -> Queue {
+        Queue {
+            pool: db.pool.clone(),
+        }
+    }
+
+    /// Queues `job` to run as soon as a worker is free.
+    pub async fn push<J: Job>(&self, job: J) -> anyhow::Result<()> {
+        self.push_task(job, None, None).await.map(|_| ())
+    }
+
+    /// Queues `job` to run after `delay`.
+    pub async fn push_after<J: Job>(&self, job: J, delay: Duration) -> anyhow::Result<()> {
+        self.push_task(job, None, Some(delay)).await.map(|_| ())
+    }
+
+    /// Queues `job` unless a job with the same `key` exists in its queue. Keys stay taken until
+    /// the row is deleted, so a key must name its period (`digest:{member}:{local date}`).
+    pub async fn push_unique<J: Job>(&self, key: &str, job: J) -> anyhow::Result<Pushed> {
+        self.push_task(job, Some(key), None).await
+    }
+
+    async fn push_task<J: Job>(
+        &self,
+        job: J,
+        key: Option<&str>,
+        delay: Option<Duration>,
+    ) -> anyhow::Result<Pushed> {
+        let mut builder = TaskBuilder::new(job).max_attempts(J::RETRIES + 1);
+        if let Some(key) = key {
+            builder = builder.idempotency_key(key);
+        }
+        if let Some(delay) = delay {
+            builder = builder.run_after(delay);
+        }
+        let task = builder.build();
+        match &self.pool {
+            Pool::Postgres(pool) => {
+                let mut storage =
+                    PostgresStorage::<J>::new(pool).with_config(postgres_config(J::QUEUE));
+                match storage.push_task(task).await {
+                    Ok(()) => Ok(Pushed::Queued),
+                    // Postgres refuses a duplicate idempotency key with a unique violation.
+                    Err(err) if key.is_some() && is_unique_violation(&err) => {
+                        Ok(Pushed::AlreadyQueued)
+                    }
+                    Err(err) => Err(anyhow::anyhow!("queueing a {} job: {err}", J::QUEUE)),
+                }
+            }
+            Pool::Sqlite(pool) => {
+                let mut storage =
+                    SqliteStorage::<J>::new(pool).with_config(sqlite_config(J::QUEUE));
+                // SQLite silently skips a duplicate key; the caller cannot tell, so say Queued.
+                storage
+                    .push_task(task)
+                    .await
+                    .map_err(|err| anyhow::anyhow!("queueing a {} job: {err}", J::QUEUE))?;
+                Ok(Pushed::Queued)
+            }
+        }
+    }
+}
+
+fn is_unique_violation(err: &dyn std::fmt::Debug) -> bool {
+    let text = format!("{err:?}");
+    text.contains("23505") || text.contains("idx_jobs_idempotency_key")
+}
+
+/// Delete finished job rows older than a week and forget workers not seen for a day, so the
+/// queue tables stay small. Queued hourly by the scheduler.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Housekeeping {
+    /// The hour this run belongs to (RFC 3339); also its idempotency key.
+    pub hour: String,
+}
+
+impl Job for Housekeeping {
+    const QUEUE: &'static str = "queue.housekeeping";
+    const RETRIES: usize = 2;
+}

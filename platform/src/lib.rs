@@ -1,0 +1,9 @@
+//! What the api, worker and scheduler binaries share: configuration, the database and its
+//! migrations, job payloads and the queue, identifiers and the clock.
+
+pub mod clock;
+pub mod config;
+pub mod db;
+pub mod ids;
+pub mod jobs;
+pub mod runtime;

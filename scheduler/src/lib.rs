@@ -1,0 +1,141 @@
+//! The scheduler: one tick a second, from one leader at a time.
+//!
+//! On Postgres a replica leads while it holds a session advisory lock on a connection of its
+//! own; the others wait and take over when the leader's connection drops. Every tick turns
+//! time into jobs with idempotency keys that name their period (`housekeeping:{hour}`), so
+//! even two leaders in a split second, or a restart, never queue the same period twice.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use chrono::{DateTime, Timelike, Utc};
+use platform::{
+    clock::SharedClock,
+    db::{Database, Pool},
+    jobs::{Housekeeping, Queue},
+};
+use sqlx::{Connection, PgConnection};
+use tokio_util::sync::CancellationToken;
+
+/// Advisory lock key of the scheduler's leadership ("fleetsch" as ASCII).
+pub const LEADER_LOCK: i64 = 0x666c_6565_7473_6368;
+const TICK: Duration = Duration::from_secs(1);
+const FOLLOWER_RETRY: Duration = Duration::from_secs(2);
+
+#[derive(Clone)]
+pub struct Scheduler {
+    pub db: Database,
+    pub queue: Queue,
+    pub clock: SharedClock,
+}
+
+impl Scheduler {
+    pub fn new(db: Database, clock: SharedClock) -> Scheduler {
+        Scheduler {
+            queue: Queue::new(&db),
+            db,
+            clock,
+        }
+    }
+
+    /// Queues whatever is due at `now`. Safe to call any number of times for the same instant.
+    pub async fn tick(&self, now: DateTime<Utc>) -> anyhow::Result<()> {
+        let hour = now
+            .with_minute(0)
+            .and_then(|t| t.with_second(0))
+            .and_then(|t| t.with_nanosecond(0))
+            .unwrap_or(now)
+            .to_rfc3339();
+        self.queue
+            .push_unique(&format!("housekeeping:{hour}"), Housekeeping { hour })
+            .await?;
+        Ok(())
+    }
+
+    /// Ticks until `shutdown`, leading only while holding the leader lock (Postgres).
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        match self.db.pool.clone() {
+            Pool::Sqlite(_) => {
+                // One process owns a SQLite database: it always leads.
+                tracing::info!("scheduler leading (SQLite)");
+                self.lead(None, &shutdown).await;
+            }
+            Pool::Postgres(pool) => {
+                let options = pool.connect_options().as_ref().clone();
+                while !shutdown.is_cancelled() {
+                    match try_lead(&options).await {
+                        Ok(Some(conn)) => {
+                            tracing::info!("scheduler leading");
+                            self.lead(Some(conn), &shutdown).await;
+                        }
+                        Ok(None) => tracing::debug!("another scheduler leads; standing by"),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "scheduler cannot reach the database")
+                        }
+                    }
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = tokio::time::sleep(FOLLOWER_RETRY) => {}
+                    }
+                }
+            }
+        }
+        tracing::info!("scheduler stopped");
+        Ok(())
+    }
+
+    /// Ticks while leading; returns when shut down or when the lock connection fails.
+    async fn lead(&self, mut lock: Option<PgConnection>, shutdown: &CancellationToken) {
+        let mut interval = tokio::time::interval(TICK);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = interval.tick() => {}
+            }
+            if let Some(conn) = lock.as_mut()
+                && conn.ping().await.is_err()
+            {
+                tracing::warn!("lost the scheduler lock connection; standing down");
+                return;
+            }
+            if let Err(err) = self.tick(self.clock.now()).await {
+                tracing::warn!(error = %err, "scheduler tick failed");
+            }
+        }
+        if let Some(conn) = lock {
+            let _ = conn.close().await;
+        }
+    }
+}
+
+/// Opens a connection and tries to take the leader lock on it; `None` when another holds it.
+async fn try_lead(
+    options: &sqlx::postgres::PgConnectOptions,
+) -> anyhow::Result<Option<PgConnection>> {
+    let mut conn = PgConnection::connect_with(options)
+        .await
+        .context("connecting for the scheduler lock")?;
+    let (locked,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock($1)")
+        .bind(LEADER_LOCK)
+        .fetch_one(&mut conn)
+        .await?;
+    if locked {
+        Ok(Some(conn))
+    } else {
+        let _ = conn.close().await;
+        Ok(None)
+    }
+}
+
+/// The `scheduler` binary: connect, migrate, tick until SIGTERM/SIGINT.
+pub async fn run_process(config: platform::config::Config) -> anyhow::Result<()> {
+    let db = Database::connect(&config, 4).await?;
+    db.migrate().await?;
+    let scheduler = Scheduler::new(db.clone(), Arc::new(platform::clock::SystemClock));
+    scheduler
+        .run(platform::runtime::shutdown_on_signal())
+        .await?;
+    db.close().await;
+    Ok(())
+}

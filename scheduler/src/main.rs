@@ -1,0 +1,19 @@
+//! `scheduler`: triggers time-driven work. Replicas on Postgres elect one leader.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use platform::config::RawConfig;
+
+#[derive(Parser)]
+#[command(name = "scheduler", version, about = "Triggers time-driven work.")]
+struct Args {
+    #[command(flatten)]
+    config: RawConfig,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    platform::runtime::run_main(args.config, scheduler::run_process).await
+}

@@ -1,0 +1,4 @@
+//! One module per job type: the handler, its dependencies injected, abort versus retry explicit.
+
+pub mod housekeeping;
+pub mod send_email;

@@ -1,0 +1,24 @@
+//! `email.send`: deliver one email. A refused address aborts at once; a failing server is
+//! retried with backoff, and after the last retry the job ends `Failed` with the error kept.
+
+use apalis::prelude::{AbortError, Attempt, BoxDynError, Data};
+use platform::jobs::SendEmail;
+
+use crate::{Deps, mailer::DeliveryError};
+
+pub async fn run(email: SendEmail, deps: Data<Deps>, attempt: Attempt) -> Result<(), BoxDynError> {
+    match deps.mailer.deliver(&email).await {
+        Ok(()) => {
+            tracing::info!(id = %email.id, attempt = attempt.current(), "email delivered");
+            Ok(())
+        }
+        Err(DeliveryError::Permanent(reason)) => {
+            tracing::warn!(id = %email.id, %reason, "email undeliverable, not retrying");
+            Err(AbortError::new(DeliveryError::Permanent(reason)).into())
+        }
+        Err(err @ DeliveryError::Transient(_)) => {
+            tracing::warn!(id = %email.id, attempt = attempt.current(), error = %err, "email delivery failed");
+            Err(err.into())
+        }
+    }
+}

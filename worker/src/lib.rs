@@ -1,0 +1,209 @@
+//! The worker: consumes every queue of the job queue with apalis, on Postgres (any number of
+//! replicas, LISTEN/NOTIFY pickup) or SQLite (polling).
+
+pub mod failed;
+pub mod jobs;
+pub mod mailer;
+
+use std::{sync::Arc, time::Duration};
+
+use apalis::{
+    layers::retry::{
+        HasherRng, RetryPolicy,
+        backoff::{ExponentialBackoff, ExponentialBackoffMaker, MakeBackoff},
+    },
+    prelude::*,
+};
+use apalis_postgres::PostgresStorage;
+use apalis_sqlite::SqliteStorage;
+use platform::{
+    clock::SharedClock,
+    config::Config,
+    db::{Database, Pool},
+    jobs::{Housekeeping, Job, SendEmail, postgres_config, sqlite_config},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::mailer::Mailer;
+
+/// What job handlers may use.
+#[derive(Clone)]
+pub struct Deps {
+    pub config: Arc<Config>,
+    pub db: Database,
+    pub mailer: Mailer,
+    pub clock: SharedClock,
+}
+
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// Jobs run at once per queue.
+    pub concurrency: usize,
+    /// Prefix of this process's worker names; must differ between replicas.
+    pub name: String,
+    /// How long in-flight jobs may take to finish after a shutdown signal.
+    pub shutdown_timeout: Duration,
+}
+
+impl WorkerOptions {
+    pub fn new(concurrency: usize) -> WorkerOptions {
+        WorkerOptions {
+            concurrency: concurrency.max(1),
+            name: unique_name(),
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A name no other replica has: host, process and a random suffix.
+pub fn unique_name() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "worker".to_owned());
+    let suffix = uuid::Uuid::now_v7().simple().to_string();
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        &suffix[suffix.len() - 8..]
+    )
+}
+
+fn backoff() -> ExponentialBackoff {
+    match ExponentialBackoffMaker::new(
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+        0.5,
+        HasherRng::default(),
+    ) {
+        Ok(mut maker) => maker.make_backoff(),
+        // The bounds above are constants with min < max.
+        Err(e) => unreachable!("invalid backoff bounds: {e}"),
+    }
+}
+
+/// Registers one worker for job type `$job` with handler `$handler` on the monitor.
+macro_rules! register {
+    ($monitor:expr, $pool:expr, $deps:expr, $options:expr, $job:ty, $handler:path) => {{
+        let deps = $deps.clone();
+        let options = $options.clone();
+        match $pool.clone() {
+            Pool::Postgres(pool) => $monitor.register(move |restarts| {
+                let backend = PostgresStorage::<$job>::new(&pool)
+                    .with_config(postgres_config(<$job as Job>::QUEUE))
+                    .with_pubsub()
+                    .poll_with_interval(Duration::from_secs(1));
+                WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
+                    .backend(backend)
+                    .data(deps.clone())
+                    .concurrency(options.concurrency)
+                    .retry(RetryPolicy::retries(<$job as Job>::RETRIES).with_backoff(backoff()))
+                    .build($handler)
+            }),
+            Pool::Sqlite(pool) => $monitor.register(move |restarts| {
+                let backend = SqliteStorage::<$job>::new(&pool)
+                    .with_config(sqlite_config(<$job as Job>::QUEUE))
+                    .poll_with_interval(Duration::from_millis(200));
+                WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
+                    .backend(backend)
+                    .data(deps.clone())
+                    .concurrency(options.concurrency)
+                    .retry(RetryPolicy::retries(<$job as Job>::RETRIES).with_backoff(backoff()))
+                    .build($handler)
+            }),
+        }
+    }};
+}
+
+fn worker_name(options: &WorkerOptions, queue: &str, restarts: usize) -> String {
+    if restarts == 0 {
+        format!("{}:{queue}", options.name)
+    } else {
+        format!("{}:{queue}:r{restarts}", options.name)
+    }
+}
+
+/// Runs every queue's worker until `shutdown` is cancelled, then lets in-flight jobs finish
+/// (up to `options.shutdown_timeout`; a job cut off there runs again on another worker).
+pub async fn run(
+    deps: Deps,
+    options: WorkerOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let pool = deps.db.pool.clone();
+    let mut monitor = Monitor::new();
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        SendEmail,
+        jobs::send_email::run
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        Housekeeping,
+        jobs::housekeeping::run
+    );
+    tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
+    monitor
+        .should_restart(|ctx, err| {
+            tracing::error!(worker = %ctx.name(), error = %err, "worker stopped with an error; restarting");
+            true
+        })
+        .shutdown_timeout(options.shutdown_timeout)
+        .run_with_signal(async move {
+            shutdown.cancelled().await;
+            Ok(())
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("worker monitor: {e}"))?;
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+impl Deps {
+    pub fn new(config: Arc<Config>, db: Database, clock: SharedClock) -> anyhow::Result<Deps> {
+        let mailer = Mailer::from_config(&config)?;
+        Ok(Deps {
+            config,
+            db,
+            mailer,
+            clock,
+        })
+    }
+}
+
+/// The `worker` binary: connect, migrate, consume until SIGTERM/SIGINT.
+pub async fn run_process(config: Config, concurrency: usize) -> anyhow::Result<()> {
+    let config = Arc::new(config);
+    // One connection per queue listener plus the jobs in flight.
+    let db = Database::connect(&config, 8 + concurrency as u32 / 4).await?;
+    db.migrate().await?;
+    let deps = Deps::new(config, db.clone(), Arc::new(platform::clock::SystemClock))?;
+    let shutdown = platform::runtime::shutdown_on_signal();
+    run(deps, WorkerOptions::new(concurrency), shutdown).await?;
+    db.close().await;
+    Ok(())
+}
+
+/// `worker --failed`: prints the jobs that ended failed, newest first.
+pub async fn print_failed(config: Config) -> anyhow::Result<()> {
+    let db = Database::connect(&config, 1).await?;
+    db.migrate().await?;
+    let jobs = failed::list(&db, 100).await?;
+    if jobs.is_empty() {
+        println!("no failed jobs");
+    }
+    for job in jobs {
+        println!(
+            "{}\t{}\t{}\tattempts={}\t{}",
+            job.id,
+            job.queue,
+            job.status,
+            job.attempts,
+            job.last_error.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! Email delivery: SMTP through lettre when `SMTP_URL` is set; otherwise each message is written
+//! to `data/outbox/<id>.eml` and its link is logged, so a fresh clone can sign in without a mail
+//! server.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context;
+use lettre::{
+    AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
+    message::{Mailbox, MultiPart, header::MessageId},
+};
+use platform::{config::Config, jobs::SendEmail};
+
+#[derive(Clone)]
+pub enum Mailer {
+    Smtp {
+        transport: AsyncSmtpTransport<Tokio1Executor>,
+        from: Mailbox,
+    },
+    Outbox {
+        dir: PathBuf,
+        from: Mailbox,
+    },
+}
+
+impl std::fmt::Debug for Mailer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The SMTP URL may carry credentials: never print it.
+        match self {
+            Mailer::Smtp { .. } => f.write_str("Mailer::Smtp"),
+            Mailer::Outbox { dir, .. } => write!(f, "Mailer::Outbox({})", dir.display()),
+        }
+    }
+}
+
+/// Why a delivery failed, and whether trying again can help.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// The message itself is unusable (a bad address): retrying cannot help.
+    #[error("undeliverable: {0}")]
+    Permanent(String),
+    /// The server or the disk failed: retry later.
+    #[error("delivery failed: {0}")]
+    Transient(String),
+}
+
+impl Mailer {
+    pub fn from_config(config: &Config) -> anyhow::Result<Mailer> {
+        let from = config.email_from.clone();
+        match &config.smtp_url {
+            Some(url) => {
+                let transport =
+                    AsyncSmtpTransport::<Tokio1Executor>::from_url(url.expose().as_str())
+                        .context("SMTP_URL")?
+                        .timeout(Some(Duration::from_secs(20)))
+                        .build();
+                Ok(Mailer::Smtp { transport, from })
+            }
+            None => Ok(Mailer::Outbox {
+                dir: config.data_dir().join("outbox"),
+                from,
+            }),
+        }
+    }
+
+    fn build(&self, email: &SendEmail) -> Result<Message, DeliveryError> {
+        let from = match self {
+            Mailer::Smtp { from, .. } | Mailer::Outbox { from, .. } => from.clone(),
+        };
+        let to: Mailbox = email
+            .to
+            .parse()
+            .map_err(|_| DeliveryError::Permanent("the recipient address is not valid".into()))?;
+        let domain = from.email.domain().to_owned();
+        Message::builder()
+            .from(from)
+            .to(to)
+            .subject(email.subject.clone())
+            .header(MessageId::from(format!("<{}@{domain}>", email.id)))
+            .multipart(MultiPart::alternative_plain_html(
+                email.text.clone(),
+                email.html.clone(),
+            ))
+            .map_err(|e| DeliveryError::Permanent(e.to_string()))
+    }
+
+    pub async fn deliver(&self, email: &SendEmail) -> Result<(), DeliveryError> {
+        let message = self.build(email)?;
+        match self {
+            Mailer::Smtp { transport, .. } => {
+                transport.send(message).await.map_err(|e| {
+                    if e.is_permanent() {
+                        DeliveryError::Permanent(e.to_string())
+                    } else {
+                        DeliveryError::Transient(e.to_string())
+                    }
+                })?;
+            }
+            Mailer::Outbox { dir, .. } => {
+                tokio::fs::create_dir_all(dir)
+                    .await
+                    .map_err(|e| DeliveryError::Transient(format!("creating the outbox: {e}")))?;
+                let path = dir.join(format!("{}.eml", email.id));
+                tokio::fs::write(&path, message.formatted())
+                    .await
+                    .map_err(|e| {
+                        DeliveryError::Transient(format!("writing {}: {e}", path.display()))
+                    })?;
+                match &email.link {
+                    Some(link) => tracing::info!(
+                        to = %email.to, subject = %email.subject, %link, file = %path.display(),
+                        "no SMTP_URL: email written to the outbox"
+                    ),
+                    None => tracing::info!(
+                        to = %email.to, subject = %email.subject, file = %path.display(),
+                        "no SMTP_URL: email written to the outbox"
+                    ),
+                }
+            }
+        }
+        Ok(())
+    }
+}
