@@ -1,1 +1,247 @@
+//! The test harness: every test gets a running api on a random port, a fresh database (SQLite in
+//! a temp dir, or a fresh Postgres database when `TEST_DATABASE_URL` is set), a real SMTP sink on
+//! loopback, and a clock it controls.
 
+pub mod database;
+pub mod processes;
+pub mod smtp_sink;
+
+use std::{sync::Arc, time::Duration};
+
+use api::AppState;
+use chrono::{TimeZone, Utc};
+use platform::{
+    clock::ManualClock,
+    config::{Config, RawConfig},
+    db::Database,
+    jobs::Queue,
+};
+use reqwest::{Method, StatusCode, header::HeaderMap};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use database::TestDatabase;
+pub use smtp_sink::SmtpSink;
+
+/// Where emails in tests link to.
+pub const BASE_URL: &str = "http://fleet.test";
+
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub state: AppState,
+    pub clock: ManualClock,
+    pub smtp: SmtpSink,
+    pub database: TestDatabase,
+    shutdown: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// How a test wants its app.
+#[derive(Default)]
+pub struct TestAppBuilder {
+    worker: bool,
+    rate_limit_burst: Option<u32>,
+    rate_limit_per_second: Option<f64>,
+}
+
+impl TestAppBuilder {
+    /// Also run the worker in-process (emails reach the SMTP sink).
+    pub fn with_worker(mut self) -> Self {
+        self.worker = true;
+        self
+    }
+
+    pub fn rate_limit(mut self, burst: u32, per_second: f64) -> Self {
+        self.rate_limit_burst = Some(burst);
+        self.rate_limit_per_second = Some(per_second);
+        self
+    }
+
+    pub async fn start(self) -> TestApp {
+        let database = TestDatabase::create().await;
+        let smtp = SmtpSink::start().await;
+        let raw = RawConfig {
+            database_url: Some(database.url().to_owned()),
+            service_bind: Some("127.0.0.1:0".into()),
+            service_base_url: Some(BASE_URL.into()),
+            embedded_workers: Some("false".into()),
+            smtp_url: Some(smtp.url()),
+            email_from: Some("Fleet Test <no-reply@fleet.test>".into()),
+            rate_limit_burst: self.rate_limit_burst.map(|b| b.to_string()),
+            rate_limit_per_second: self.rate_limit_per_second.map(|r| r.to_string()),
+            ..RawConfig::default()
+        };
+        let config: Arc<Config> = Arc::new(raw.validate().expect("test configuration"));
+        let db = Database::connect(&config, 8).await.expect("connect");
+        db.migrate().await.expect("migrate");
+        // A fixed, recognisable start; tests move it.
+        let clock = ManualClock::new(
+            Utc.with_ymd_and_hms(2026, 11, 2, 9, 0, 0)
+                .single()
+                .expect("valid date"),
+        );
+        let state = AppState {
+            config: config.clone(),
+            queue: Queue::new(&db),
+            db: db.clone(),
+            clock: Arc::new(clock.clone()),
+        };
+        let shutdown = CancellationToken::new();
+        let bound = api::server::bind(config.bind).await.expect("bind");
+        let base = format!("http://{}", bound.local_addr);
+        let mut tasks = Vec::new();
+        {
+            let state = state.clone();
+            let shutdown = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(err) = api::server::serve(state, bound, shutdown).await {
+                    eprintln!("test server failed: {err:#}");
+                }
+            }));
+        }
+        if self.worker {
+            let deps = worker::Deps::new(config.clone(), db.clone(), Arc::new(clock.clone()))
+                .expect("worker deps");
+            let mut options = worker::WorkerOptions::new(4);
+            options.shutdown_timeout = Duration::from_secs(5);
+            let shutdown = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(err) = worker::run(deps, options, shutdown).await {
+                    eprintln!("test worker failed: {err:#}");
+                }
+            }));
+        }
+        TestApp {
+            base,
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("http client"),
+            state,
+            clock,
+            smtp,
+            database,
+            shutdown,
+            tasks,
+        }
+    }
+}
+
+/// An answer, read whole.
+#[derive(Debug, Clone)]
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl TestResponse {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a problem answer of `status` and `type` and returns its body.
+    #[track_caller]
+    pub fn assert_problem(&self, status: u16, kind: &str) -> Value {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "expected {status} {kind}, got {}: {}",
+            self.status,
+            self.body
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json"),
+            "problem content type"
+        );
+        let body = self.json();
+        assert_eq!(body["type"], kind, "problem type in {body}");
+        assert_eq!(body["status"], status, "problem status in {body}");
+        assert!(body["title"].is_string(), "problem title in {body}");
+        body
+    }
+}
+
+impl TestApp {
+    pub fn builder() -> TestAppBuilder {
+        TestAppBuilder::default()
+    }
+
+    pub async fn new() -> TestApp {
+        Self::builder().start().await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// Sends a request; `headers` are added as given.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> TestResponse {
+        let mut request = self.http.request(method, self.url(path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request sent");
+        TestResponse {
+            status: response.status(),
+            headers: response.headers().clone(),
+            body: response.text().await.expect("body read"),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> TestResponse {
+        self.request(Method::GET, path, None, &[]).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: Value) -> TestResponse {
+        self.request(Method::POST, path, Some(body), &[]).await
+    }
+
+    /// Sends raw bytes as a body with the given content type.
+    pub async fn post_raw(&self, path: &str, content_type: &str, body: Vec<u8>) -> TestResponse {
+        let response = self
+            .http
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("request sent");
+        TestResponse {
+            status: response.status(),
+            headers: response.headers().clone(),
+            body: response.text().await.expect("body read"),
+        }
+    }
+
+    /// Stops the server and worker and drops the database.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        for task in self.tasks.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        self.state.db.close().await;
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

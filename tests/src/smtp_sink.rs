@@ -53,6 +53,10 @@ pub struct SmtpSink {
     pub port: u16,
     messages: Arc<Mutex<Vec<ReceivedEmail>>>,
     arrived: Arc<Notify>,
+    /// The first message to this address is read but never answered (a server that hangs),
+    /// so the sender stays mid-delivery.
+    stall_first_to: Arc<std::sync::Mutex<Option<String>>>,
+    stalled: Arc<Notify>,
 }
 
 impl SmtpSink {
@@ -65,6 +69,8 @@ impl SmtpSink {
             port,
             messages: Arc::default(),
             arrived: Arc::default(),
+            stall_first_to: Arc::default(),
+            stalled: Arc::default(),
         };
         let accepting = sink.clone();
         tokio::spawn(async move {
@@ -76,6 +82,23 @@ impl SmtpSink {
             }
         });
         sink
+    }
+
+    /// Makes the first message to `address` hang after its DATA, never acknowledged.
+    pub fn stall_first_message_to(&self, address: &str) {
+        if let Ok(mut stall) = self.stall_first_to.lock() {
+            *stall = Some(address.to_owned());
+        }
+    }
+
+    /// Waits until a message was stalled, or panics after `timeout`.
+    pub async fn wait_for_stall(&self, timeout: Duration) {
+        if tokio::time::timeout(timeout, self.stalled.notified())
+            .await
+            .is_err()
+        {
+            panic!("no message stalled within {timeout:?}");
+        }
     }
 
     pub fn url(&self) -> String {
@@ -163,6 +186,27 @@ impl SmtpSink {
                     }
                     let unstuffed = line.strip_prefix('.').unwrap_or(&line);
                     data.push_str(unstuffed);
+                }
+                let stall = match self.stall_first_to.lock() {
+                    Ok(mut stall) => {
+                        let hit = stall
+                            .as_deref()
+                            .is_some_and(|a| rcpt_to.iter().any(|r| r.eq_ignore_ascii_case(a)));
+                        if hit {
+                            *stall = None;
+                        }
+                        hit
+                    }
+                    Err(_) => false,
+                };
+                if stall {
+                    self.stalled.notify_one();
+                    // Hold the connection open and never answer, until the sender goes away.
+                    let mut rest = String::new();
+                    while reader.read_line(&mut rest).await? > 0 {
+                        rest.clear();
+                    }
+                    return Ok(());
                 }
                 self.messages.lock().await.push(ReceivedEmail {
                     mail_from: mail_from.clone(),

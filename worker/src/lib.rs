@@ -1,6 +1,7 @@
 //! The worker: consumes every queue of the job queue with apalis, on Postgres (any number of
 //! replicas, LISTEN/NOTIFY pickup) or SQLite (polling).
 
+pub mod cli;
 pub mod failed;
 pub mod jobs;
 pub mod mailer;

@@ -1,0 +1,55 @@
+//! The generated OpenAPI document: served, valid OpenAPI 3, and snapshotted so every contract
+//! change shows in review (`UPDATE_SNAPSHOTS=1` rewrites the snapshot).
+
+use serde_json::Value;
+use tests::TestApp;
+
+const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json");
+
+#[tokio::test]
+async fn the_openapi_document_is_served_and_matches_the_snapshot() {
+    let app = TestApp::new().await;
+    let response = app.get("/v1/openapi.json").await;
+    assert_eq!(response.status.as_u16(), 200);
+    let served: Value = response.json();
+    assert!(
+        served["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.")),
+        "an OpenAPI 3 document"
+    );
+    assert!(served["paths"].as_object().is_some_and(|p| !p.is_empty()));
+
+    // Every operation has an id, a tag, and documents its error answers as problems.
+    for (path, item) in served["paths"].as_object().into_iter().flatten() {
+        for (method, operation) in item.as_object().into_iter().flatten() {
+            let id = operation["operationId"].as_str();
+            assert!(id.is_some(), "{method} {path} has an operationId");
+            assert!(
+                operation["tags"].as_array().is_some_and(|t| !t.is_empty()),
+                "{method} {path} has a tag"
+            );
+            for (status, answer) in operation["responses"].as_object().into_iter().flatten() {
+                if status.starts_with('4') || status.starts_with('5') {
+                    assert!(
+                        answer["content"]["application/problem+json"].is_object(),
+                        "{method} {path} {status} is documented as a problem"
+                    );
+                }
+            }
+        }
+    }
+
+    let generated = serde_json::to_string_pretty(&served).expect("serialize") + "\n";
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(SNAPSHOT, &generated).expect("write the snapshot");
+    } else {
+        let snapshot = std::fs::read_to_string(SNAPSHOT).unwrap_or_default();
+        assert!(
+            snapshot == generated,
+            "the OpenAPI document changed: review it and rerun with UPDATE_SNAPSHOTS=1 \
+             to accept (tests/openapi.json)"
+        );
+    }
+    app.stop().await;
+}
