@@ -1,9 +1,17 @@
 //! The HTTP API: poem + poem-openapi, with the OpenAPI document generated from the typed
 //! handlers. `main.rs` wires it; everything a test needs is reachable from here.
 
+pub mod access;
+pub mod audit;
+pub mod auth;
+pub mod emails;
 pub mod error;
 pub mod health;
+pub mod input;
 pub mod middleware;
+pub mod paging;
+pub mod rate_limit;
+pub mod roles;
 pub mod server;
 pub mod state;
 pub mod tags;
@@ -17,9 +25,13 @@ pub const TITLE: &str = "Fleet Update Management Service";
 
 /// All operations, as one OpenAPI service.
 pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + use<>, ()> {
-    let apis = health::HealthApi {
-        state: state.clone(),
-    };
+    let apis = (
+        health::HealthApi {
+            state: state.clone(),
+        },
+        auth::AuthApi,
+        audit::AuditApi,
+    );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("openapi_intro.md"))
         .server(state.config.base_url.as_str().trim_end_matches('/'))

@@ -78,9 +78,7 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
             } else {
                 BODY_LIMIT
             };
-            if let Err(err) = limit_body(&mut req, limit).await {
-                return Err(err);
-            }
+            limit_body(&mut req, limit).await?;
             match AssertUnwindSafe(self.inner.call(req)).catch_unwind().await {
                 Ok(Ok(output)) => Ok(output.into_response()),
                 Ok(Err(err)) => Err(err),

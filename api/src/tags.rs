@@ -6,4 +6,18 @@ use poem_openapi::Tags;
 pub enum Tag {
     /// Liveness and readiness of the service.
     Operations,
+    /// Sign-up, sign-in by emailed link, sessions.
+    Auth,
+    /// The signed-in person.
+    Me,
+    /// Organizations the caller belongs to.
+    Organizations,
+    /// Members of an organization and their roles.
+    Members,
+    /// Invitations to join an organization.
+    Invitations,
+    /// API tokens for automation.
+    ApiTokens,
+    /// The organization's audit log.
+    Audit,
 }

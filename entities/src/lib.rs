@@ -1,1 +1,11 @@
-//! sea-orm entities of the service's tables, one module per table.
+//! sea-orm entities of the service's tables, one module per table. Rows only: request and
+//! response types live with their operations in `api`.
+
+pub mod accounts;
+pub mod api_tokens;
+pub mod audit_events;
+pub mod email_tokens;
+pub mod invitations;
+pub mod memberships;
+pub mod organizations;
+pub mod sessions;

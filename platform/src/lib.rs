@@ -7,3 +7,4 @@ pub mod db;
 pub mod ids;
 pub mod jobs;
 pub mod runtime;
+pub mod secrets;

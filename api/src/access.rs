@@ -1,0 +1,411 @@
+//! The one authorization mechanism. Handlers never read cookies or headers: they declare what
+//! they need by the type of one argument, and this module answers for them.
+//!
+//! - [`Signed`]: any signed-in caller (session cookie or API token).
+//! - [`OrgAccess<R>`]: an organization-scoped operation needing requirement `R`
+//!   ([`crate::roles::Requirement`]). Its argument is the `{org}` path parameter, so the
+//!   document states the requirement beside it.
+//!
+//! Order of checks, each with its answer (decisions §1): credentials (401 `unauthenticated`),
+//! CSRF header on a session mutation (403 `forbidden`), membership of the organization — a
+//! missing organization and somebody else's give the same 404 `not-found` — then the
+//! organization's rate limit (429 `rate-limited`), then the role and the API-token rule
+//! (403 `forbidden`).
+
+use std::marker::PhantomData;
+
+use chrono::{DateTime, Duration, Utc};
+use entities::{accounts, api_tokens, memberships, organizations, sessions};
+use poem::{Request, http::HeaderValue};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme,
+    auth::{ApiKey, Bearer},
+    registry::{MetaParamIn, MetaSchema, MetaSchemaRef, Registry},
+};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use uuid::Uuid;
+
+use crate::{
+    AppState,
+    error::ApiError,
+    middleware::ExtraHeaders,
+    rate_limit::{self, Limit},
+    roles::{Requirement, Role},
+};
+
+pub const SESSION_COOKIE: &str = "service_session";
+pub const CSRF_HEADER: &str = "x-service-csrf";
+pub const API_TOKEN_PREFIX: &str = "sat_";
+/// A session ends after this long without use…
+pub const SESSION_IDLE: Duration = Duration::days(7);
+/// …and at the latest this long after sign-in.
+pub const SESSION_LIFETIME: Duration = Duration::days(30);
+/// `last_seen_at` / `last_used_at` are written at most this often, not on every request.
+const TOUCH_EVERY: Duration = Duration::seconds(60);
+
+/// Session cookie `service_session` (HttpOnly, SameSite=Lax), set by the verify operations and
+/// by accepting an invitation. Every POST, PUT, PATCH or DELETE made with it must also send the
+/// session's `csrf_token` in the `X-Service-Csrf` header, or it is refused 403 `forbidden`.
+/// Sessions end after 7 days without use and 30 days after sign-in.
+#[derive(SecurityScheme)]
+#[oai(ty = "api_key", key_name = "service_session", key_in = "cookie")]
+pub struct SessionCookie(#[allow(dead_code)] ApiKey);
+
+/// API token: `Authorization: Bearer sat_…`, created by an admin of the organization, with a
+/// role no higher than its creator's. Needs no CSRF header. Refused for billing, SSO, SCIM and
+/// API-token revocation.
+#[derive(SecurityScheme)]
+#[oai(ty = "bearer", bearer_format = "sat_…")]
+pub struct ApiToken(#[allow(dead_code)] Bearer);
+
+/// How the caller proved who they are.
+#[derive(Clone, Debug)]
+pub enum Via {
+    Session {
+        session_id: Uuid,
+    },
+    ApiToken {
+        token_id: Uuid,
+        org_id: Uuid,
+        role: Role,
+    },
+}
+
+/// A signed-in person (or an API token acting for its creator).
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub account: accounts::Model,
+    pub via: Via,
+    pub ip: Option<String>,
+}
+
+impl Caller {
+    pub fn account_id(&self) -> Uuid {
+        self.account.id
+    }
+
+    pub fn api_token_id(&self) -> Option<Uuid> {
+        match self.via {
+            Via::ApiToken { token_id, .. } => Some(token_id),
+            Via::Session { .. } => None,
+        }
+    }
+
+    pub fn session_id(&self) -> Option<Uuid> {
+        match self.via {
+            Via::Session { session_id } => Some(session_id),
+            Via::ApiToken { .. } => None,
+        }
+    }
+}
+
+/// The client's address: the first hop of `X-Forwarded-For` when present, else the peer.
+pub fn client_ip(req: &Request) -> Option<String> {
+    if let Some(forwarded) = req.header("x-forwarded-for")
+        && let Some(first) = forwarded.split(',').next()
+        && let Ok(ip) = first.trim().parse::<std::net::IpAddr>()
+    {
+        return Some(ip.to_string());
+    }
+    req.remote_addr()
+        .as_socket_addr()
+        .map(|addr| addr.ip().to_string())
+}
+
+fn cookie_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
+    req.headers()
+        .get_all("cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|header| header.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.trim())
+}
+
+fn state(req: &Request) -> Result<&AppState, ApiError> {
+    req.data::<AppState>()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the application state is missing")))
+}
+
+/// Resolves the caller from the request's credentials, enforcing CSRF on session mutations.
+pub async fn authenticate(req: &Request) -> Result<Caller, ApiError> {
+    let state = state(req)?;
+    let now = state.clock.now();
+    let ip = client_ip(req);
+    if let Some(authorization) = req.header("authorization") {
+        let token = authorization
+            .strip_prefix("Bearer ")
+            .map(str::trim)
+            .ok_or(ApiError::Unauthenticated)?;
+        return authenticate_token(state, token, now, ip).await;
+    }
+    let cookie = cookie_value(req, SESSION_COOKIE).ok_or(ApiError::Unauthenticated)?;
+    let (session, account) = find_session(state, cookie, now).await?;
+    if !req.method().is_safe() {
+        let sent = req.header(CSRF_HEADER).unwrap_or("");
+        if !platform::secrets::equal(sent, &session.csrf_token) {
+            return Err(ApiError::forbidden(
+                "This change needs the session's csrf_token in the X-Service-Csrf header.",
+            ));
+        }
+    }
+    Ok(Caller {
+        account,
+        via: Via::Session {
+            session_id: session.id,
+        },
+        ip,
+    })
+}
+
+/// The live session for a cookie value, touched at most once a minute.
+pub async fn find_session(
+    state: &AppState,
+    cookie: &str,
+    now: DateTime<Utc>,
+) -> Result<(sessions::Model, accounts::Model), ApiError> {
+    if !platform::secrets::well_formed("", cookie) {
+        return Err(ApiError::Unauthenticated);
+    }
+    let session = sessions::Entity::find()
+        .filter(sessions::Column::TokenHash.eq(platform::secrets::hash(cookie)))
+        .one(&state.db.orm)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    if session.expires_at <= now || session.last_seen_at + SESSION_IDLE <= now {
+        return Err(ApiError::Unauthenticated);
+    }
+    let account = accounts::Entity::find_by_id(session.account_id)
+        .one(&state.db.orm)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    if now - session.last_seen_at >= TOUCH_EVERY {
+        let mut touched: sessions::ActiveModel = session.clone().into();
+        touched.last_seen_at = Set(now);
+        touched.update(&state.db.orm).await?;
+    }
+    Ok((session, account))
+}
+
+async fn authenticate_token(
+    state: &AppState,
+    token: &str,
+    now: DateTime<Utc>,
+    ip: Option<String>,
+) -> Result<Caller, ApiError> {
+    if !platform::secrets::well_formed(API_TOKEN_PREFIX, token) {
+        return Err(ApiError::Unauthenticated);
+    }
+    let record = api_tokens::Entity::find()
+        .filter(api_tokens::Column::TokenHash.eq(platform::secrets::hash(token)))
+        .one(&state.db.orm)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    if record.revoked_at.is_some() || record.expires_at.is_some_and(|at| at <= now) {
+        return Err(ApiError::Unauthenticated);
+    }
+    // A token acts for its creator and can never do more than the creator may now.
+    let membership = memberships::Entity::find_by_id((record.org_id, record.created_by))
+        .one(&state.db.orm)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    let creator_role: Role = membership
+        .role
+        .parse()
+        .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
+    let token_role: Role = record
+        .role
+        .parse()
+        .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
+    let account = accounts::Entity::find_by_id(record.created_by)
+        .one(&state.db.orm)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    if record
+        .last_used_at
+        .is_none_or(|used| now - used >= TOUCH_EVERY)
+    {
+        let mut touched: api_tokens::ActiveModel = record.clone().into();
+        touched.last_used_at = Set(Some(now));
+        touched.update(&state.db.orm).await?;
+    }
+    Ok(Caller {
+        account,
+        via: Via::ApiToken {
+            token_id: record.id,
+            org_id: record.org_id,
+            role: token_role.min(creator_role),
+        },
+        ip,
+    })
+}
+
+/// Any signed-in caller.
+pub struct Signed(pub Caller);
+
+impl<'a> ApiExtractor<'a> for Signed {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        SessionCookie::register(registry);
+        ApiToken::register(registry);
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        let mut names = SessionCookie::security_schemes();
+        names.extend(ApiToken::security_schemes());
+        names
+    }
+
+    async fn from_request(
+        req: &'a Request,
+        _body: &mut poem::RequestBody,
+        _opts: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        Ok(Signed(authenticate(req).await?))
+    }
+}
+
+/// A caller admitted to an organization for requirement `R`.
+pub struct OrgAccess<R> {
+    pub caller: Caller,
+    pub org: organizations::Model,
+    /// The effective role (an API token's is capped by its creator's).
+    pub role: Role,
+    _requirement: PhantomData<R>,
+}
+
+impl<R> OrgAccess<R> {
+    pub fn org_id(&self) -> Uuid {
+        self.org.id
+    }
+}
+
+/// Finds the organization `slug` if the caller belongs to it; otherwise the same `not-found`
+/// whether it exists or not.
+async fn membership(
+    state: &AppState,
+    caller: &Caller,
+    slug: &str,
+) -> Result<(organizations::Model, Role), ApiError> {
+    let org = organizations::Entity::find()
+        .filter(organizations::Column::Slug.eq(slug))
+        .one(&state.db.orm)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    match &caller.via {
+        Via::ApiToken { org_id, role, .. } => {
+            if *org_id == org.id {
+                Ok((org, *role))
+            } else {
+                Err(ApiError::NotFound)
+            }
+        }
+        Via::Session { .. } => {
+            let member = memberships::Entity::find_by_id((org.id, caller.account.id))
+                .one(&state.db.orm)
+                .await?
+                .ok_or(ApiError::NotFound)?;
+            let role = member
+                .role
+                .parse()
+                .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
+            Ok((org, role))
+        }
+    }
+}
+
+/// Takes one request from the organization's limit, adding the `RateLimit-*` headers.
+async fn limit_org(req: &Request, state: &AppState, org_id: Uuid) -> Result<(), ApiError> {
+    let limit = Limit {
+        burst: state.config.rate_limit_burst,
+        per_second: state.config.rate_limit_per_second,
+    };
+    let decision = rate_limit::take(
+        &state.db,
+        &format!("org:{org_id}"),
+        limit,
+        state.clock.now(),
+    )
+    .await?;
+    if let Some(extra) = req.extensions().get::<ExtraHeaders>() {
+        extra.push("ratelimit-limit", HeaderValue::from(decision.limit));
+        extra.push("ratelimit-remaining", HeaderValue::from(decision.remaining));
+        extra.push("ratelimit-reset", HeaderValue::from(decision.reset_s));
+    }
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(ApiError::RateLimited {
+            retry_after_s: decision.retry_after_s,
+            limit: decision.limit,
+        })
+    }
+}
+
+impl<R: Requirement> OrgAccess<R> {
+    async fn resolve(req: &Request, slug: &str) -> Result<Self, ApiError> {
+        let caller = authenticate(req).await?;
+        let state = state(req)?;
+        let (org, role) = membership(state, &caller, slug).await?;
+        limit_org(req, state, org.id).await?;
+        if !R::API_TOKENS && caller.api_token_id().is_some() {
+            return Err(ApiError::forbidden(
+                "API tokens cannot be used for this operation; sign in.",
+            ));
+        }
+        if !role.allows(R::RIGHT) {
+            return Err(ApiError::forbidden(format!(
+                "This needs the role {} or above; yours is {role}.",
+                R::RIGHT.minimum_role()
+            )));
+        }
+        Ok(OrgAccess {
+            caller,
+            org,
+            role,
+            _requirement: PhantomData,
+        })
+    }
+}
+
+impl<'a, R: Requirement> ApiExtractor<'a> for OrgAccess<R> {
+    const TYPES: &'static [ApiExtractorType] = &[
+        ApiExtractorType::Parameter,
+        ApiExtractorType::SecurityScheme,
+    ];
+    const PARAM_IS_REQUIRED: bool = true;
+    type ParamType = String;
+    type ParamRawType = String;
+
+    fn register(registry: &mut Registry) {
+        Signed::register(registry);
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        Signed::security_schemes()
+    }
+
+    fn param_in() -> Option<MetaParamIn> {
+        Some(MetaParamIn::Path)
+    }
+
+    fn param_schema_ref() -> Option<MetaSchemaRef> {
+        Some(MetaSchemaRef::Inline(Box::new(MetaSchema {
+            description: Some(R::DOC),
+            ..MetaSchema::new("string")
+        })))
+    }
+
+    async fn from_request(
+        req: &'a Request,
+        _body: &mut poem::RequestBody,
+        opts: ExtractParamOptions<String>,
+    ) -> poem::Result<Self> {
+        let slug = req.raw_path_param(opts.name).unwrap_or_default().to_owned();
+        Ok(Self::resolve(req, &slug).await?)
+    }
+}

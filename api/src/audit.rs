@@ -1,0 +1,181 @@
+//! The audit log: an append-only record of who did what, when, from where, to which object,
+//! written in the same transaction as the change it records; and its listing for admins.
+
+use chrono::{DateTime, Utc};
+use entities::audit_events;
+use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use crate::{
+    AppState,
+    access::{Caller, OrgAccess},
+    error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
+    paging::{Cursor, Page, page_limit},
+    roles::Administer,
+    tags::Tag,
+};
+
+/// One entry to record.
+pub struct Entry<'a> {
+    pub org_id: Option<Uuid>,
+    pub action: &'static str,
+    pub target_kind: Option<&'static str>,
+    pub target_id: Option<String>,
+    pub details: Option<serde_json::Value>,
+    pub caller: Option<&'a Caller>,
+    /// For actions without a signed-in caller yet (sign-up, sign-in): who it was.
+    pub account_id: Option<Uuid>,
+    pub ip: Option<String>,
+}
+
+impl<'a> Entry<'a> {
+    pub fn new(action: &'static str) -> Self {
+        Entry {
+            org_id: None,
+            action,
+            target_kind: None,
+            target_id: None,
+            details: None,
+            caller: None,
+            account_id: None,
+            ip: None,
+        }
+    }
+
+    pub fn org(mut self, org_id: Uuid) -> Self {
+        self.org_id = Some(org_id);
+        self
+    }
+
+    pub fn by(mut self, caller: &'a Caller) -> Self {
+        self.ip = caller.ip.clone();
+        self.caller = Some(caller);
+        self
+    }
+
+    pub fn account(mut self, account_id: Uuid, ip: Option<String>) -> Self {
+        self.account_id = Some(account_id);
+        self.ip = ip;
+        self
+    }
+
+    pub fn target(mut self, kind: &'static str, id: impl Into<String>) -> Self {
+        self.target_kind = Some(kind);
+        self.target_id = Some(id.into());
+        self
+    }
+
+    pub fn details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// Writes the entry on `db`, which should be the transaction making the change.
+    pub async fn write<C: ConnectionTrait>(
+        self,
+        db: &C,
+        at: DateTime<Utc>,
+    ) -> Result<(), sea_orm::DbErr> {
+        audit_events::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            org_id: Set(self.org_id),
+            actor_account_id: Set(self.caller.map(Caller::account_id).or(self.account_id)),
+            actor_api_token_id: Set(self.caller.and_then(Caller::api_token_id)),
+            action: Set(self.action.to_owned()),
+            target_kind: Set(self.target_kind.map(str::to_owned)),
+            target_id: Set(self.target_id),
+            ip: Set(self.ip),
+            details: Set(self.details.map(|d| d.to_string())),
+            created_at: Set(at),
+        }
+        .insert(db)
+        .await
+        .map(|_| ())
+    }
+}
+
+/// An audit event.
+#[derive(Object)]
+pub struct AuditEvent {
+    /// The event's id.
+    pub id: String,
+    /// What happened, such as `member.role_changed` or `api_token.created`.
+    pub action: String,
+    /// The account that acted (`usr_`), absent for the service itself.
+    pub actor_id: Option<String>,
+    /// The API token it acted through (`atk_`), when it was one.
+    pub actor_api_token_id: Option<String>,
+    /// The kind of object acted on, such as `member` or `invitation`.
+    pub target_kind: Option<String>,
+    /// The object's id.
+    pub target_id: Option<String>,
+    /// The client's address.
+    pub ip: Option<String>,
+    /// Particulars of the change.
+    pub details: Option<serde_json::Value>,
+    pub created_at: DateTime<Utc>,
+}
+
+pub struct AuditApi;
+
+#[OpenApi(tag = "Tag::Audit")]
+impl AuditApi {
+    /// The organization's audit log, newest first. Owners and admins only.
+    #[oai(
+        path = "/v1/orgs/:org/audit-events",
+        method = "get",
+        operation_id = "listAuditEvents"
+    )]
+    async fn list(
+        &self,
+        org: OrgAccess<Administer>,
+        state: poem::web::Data<&AppState>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<AuditEvent>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let mut query = audit_events::Entity::find()
+            .filter(audit_events::Column::OrgId.eq(org.org_id()))
+            .order_by_desc(audit_events::Column::Id)
+            .limit(u64::from(limit) + 1);
+        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(audit_events::Column::Id.lt(after));
+        }
+        let rows = query.all(&state.db.orm).await?;
+        Ok(Json(Page::from_rows(
+            rows,
+            limit,
+            |row| row.id,
+            |row| AuditEvent {
+                id: platform::ids::format_id("aud", row.id),
+                action: row.action,
+                actor_id: row
+                    .actor_account_id
+                    .map(|id| platform::ids::format_id("usr", id)),
+                actor_api_token_id: row
+                    .actor_api_token_id
+                    .map(|id| platform::ids::format_id("atk", id)),
+                target_kind: row.target_kind,
+                target_id: row.target_id,
+                ip: row.ip,
+                details: row.details.and_then(|d| serde_json::from_str(&d).ok()),
+                created_at: row.created_at,
+            },
+        )))
+    }
+}

@@ -1,0 +1,512 @@
+//! Sign-up and sign-in by emailed one-time token, the two verify operations, sign-out, and the
+//! session they start (decisions §3).
+
+use chrono::{DateTime, Duration, Utc};
+use entities::{accounts, email_tokens, memberships, organizations, sessions};
+use poem::Request;
+use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
+    TransactionTrait, sea_query::Expr,
+};
+use uuid::Uuid;
+
+use crate::{
+    AppState,
+    access::{self, SESSION_COOKIE, SESSION_LIFETIME, Signed},
+    audit::Entry,
+    emails,
+    error::{
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
+    input::{self, Email, Slug},
+    rate_limit::{self, Limit},
+    roles::Role,
+    tags::Tag,
+};
+
+/// One-time email tokens expire after this long.
+pub const EMAIL_TOKEN_TTL: Duration = Duration::minutes(15);
+
+/// Per client address, across the unauthenticated operations.
+const PER_IP: Limit = Limit {
+    burst: 20,
+    per_second: 0.2,
+};
+/// Per email address, for the operations that send email.
+const PER_ADDRESS: Limit = Limit {
+    burst: 3,
+    per_second: 1.0 / 60.0,
+};
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct MagicLinkRequest {
+    /// The address to send the sign-in link to.
+    #[oai(validator(max_length = 254))]
+    pub email: String,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct NewOrganization {
+    /// Display name.
+    #[oai(validator(max_length = 255))]
+    pub name: String,
+    /// 3–40 lowercase letters, digits and hyphens; unique.
+    #[oai(validator(max_length = 40))]
+    pub slug: String,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct SignUpRequest {
+    #[oai(validator(max_length = 254))]
+    pub email: String,
+    /// The person's name.
+    #[oai(validator(max_length = 255))]
+    pub name: String,
+    pub organization: NewOrganization,
+}
+
+/// What sign-up asked for, kept with its token until verified.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SignUpPayload {
+    name: String,
+    organization_name: String,
+    organization_slug: String,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct VerifyRequest {
+    /// The token from the emailed link.
+    #[oai(validator(max_length = 256))]
+    pub token: String,
+}
+
+/// The session result.
+#[derive(Object)]
+pub struct SessionResult {
+    /// Echo it in the `X-Service-Csrf` header on every mutation made with this session.
+    pub csrf_token: String,
+}
+
+#[derive(ApiResponse)]
+pub enum Accepted {
+    /// Accepted. An email is on its way if the request can be served; the answer is the same
+    /// whether or not the address has an account.
+    #[oai(status = 202)]
+    Accepted,
+}
+
+#[derive(ApiResponse)]
+pub enum SignedIn {
+    /// Signed in: the `service_session` cookie is set and the body holds the CSRF token.
+    #[oai(status = 200)]
+    Ok(
+        Json<SessionResult>,
+        /// The session cookie.
+        #[oai(header = "Set-Cookie")]
+        String,
+    ),
+}
+
+#[derive(ApiResponse)]
+pub enum SignedOut {
+    /// Signed out: the session has ended and its cookie is cleared.
+    #[oai(status = 204)]
+    Ok(#[oai(header = "Set-Cookie")] String),
+}
+
+/// A started session: the cookie to set and the CSRF token to return.
+pub struct NewSession {
+    pub cookie: String,
+    pub csrf_token: String,
+}
+
+impl NewSession {
+    pub fn answer(self) -> SignedIn {
+        SignedIn::Ok(
+            Json(SessionResult {
+                csrf_token: self.csrf_token,
+            }),
+            self.cookie,
+        )
+    }
+}
+
+fn cookie_header(state: &AppState, value: &str, max_age: i64) -> String {
+    let url = &state.config.base_url;
+    let local_http = url.scheme() == "http"
+        && matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+    let secure = if local_http { "" } else { "; Secure" };
+    format!("{SESSION_COOKIE}={value}; HttpOnly; SameSite=Lax; Path=/; Max-Age={max_age}{secure}")
+}
+
+/// Starts a session for `account_id` on `db` (the caller's transaction).
+pub async fn start_session<C: ConnectionTrait>(
+    state: &AppState,
+    db: &C,
+    account_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<NewSession, ApiError> {
+    let token = platform::secrets::mint("");
+    let csrf = platform::secrets::mint("");
+    sessions::ActiveModel {
+        id: Set(platform::ids::new_uuid()),
+        token_hash: Set(token.hash),
+        account_id: Set(account_id),
+        csrf_token: Set(csrf.value.clone()),
+        created_at: Set(now),
+        last_seen_at: Set(now),
+        expires_at: Set(now + SESSION_LIFETIME),
+    }
+    .insert(db)
+    .await?;
+    Ok(NewSession {
+        cookie: cookie_header(state, &token.value, SESSION_LIFETIME.num_seconds()),
+        csrf_token: csrf.value,
+    })
+}
+
+/// Whether any organization of the account enforces single sign-on.
+pub async fn sso_required<C: ConnectionTrait>(db: &C, account_id: Uuid) -> Result<bool, ApiError> {
+    let orgs: Vec<Uuid> = memberships::Entity::find()
+        .filter(memberships::Column::AccountId.eq(account_id))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| m.org_id)
+        .collect();
+    if orgs.is_empty() {
+        return Ok(false);
+    }
+    let enforced = organizations::Entity::find()
+        .filter(organizations::Column::Id.is_in(orgs))
+        .filter(organizations::Column::SsoEnforced.eq(true))
+        .one(db)
+        .await?;
+    Ok(enforced.is_some())
+}
+
+/// Applies the per-IP limit of the unauthenticated operations, and the per-address one.
+pub async fn limit_anonymous(
+    state: &AppState,
+    req: &Request,
+    address: Option<&Email>,
+) -> Result<(), ApiError> {
+    let now = state.clock.now();
+    let ip = access::client_ip(req).unwrap_or_else(|| "unknown".into());
+    let mut keys = vec![(format!("auth-ip:{ip}"), PER_IP)];
+    if let Some(address) = address {
+        let hashed = platform::secrets::hash(address.as_str());
+        let hex: String = hashed.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        keys.push((format!("auth-email:{hex}"), PER_ADDRESS));
+    }
+    for (key, limit) in keys {
+        let decision = rate_limit::take(&state.db, &key, limit, now).await?;
+        if !decision.allowed {
+            return Err(ApiError::RateLimited {
+                retry_after_s: decision.retry_after_s,
+                limit: decision.limit,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Marks an unused, unexpired token of `purpose` used and returns it; `invalid-token` for any
+/// other token, with one answer for unknown, used and expired.
+async fn consume_token<C: ConnectionTrait>(
+    db: &C,
+    purpose: &str,
+    token: &str,
+    now: DateTime<Utc>,
+) -> Result<email_tokens::Model, ApiError> {
+    if !platform::secrets::well_formed("", token) {
+        return Err(ApiError::InvalidToken);
+    }
+    let hash = platform::secrets::hash(token);
+    let consumed = email_tokens::Entity::update_many()
+        .col_expr(email_tokens::Column::UsedAt, Expr::value(now))
+        .filter(email_tokens::Column::TokenHash.eq(hash.clone()))
+        .filter(email_tokens::Column::Purpose.eq(purpose))
+        .filter(email_tokens::Column::UsedAt.is_null())
+        .filter(email_tokens::Column::ExpiresAt.gt(now))
+        .exec(db)
+        .await?;
+    if consumed.rows_affected != 1 {
+        return Err(ApiError::InvalidToken);
+    }
+    email_tokens::Entity::find()
+        .filter(email_tokens::Column::TokenHash.eq(hash))
+        .one(db)
+        .await?
+        .ok_or(ApiError::InvalidToken)
+}
+
+async fn issue_token(
+    state: &AppState,
+    purpose: &str,
+    email: &Email,
+    payload: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<String, ApiError> {
+    let token = platform::secrets::mint("");
+    email_tokens::ActiveModel {
+        id: Set(platform::ids::new_uuid()),
+        token_hash: Set(token.hash),
+        purpose: Set(purpose.to_owned()),
+        email: Set(email.as_str().to_owned()),
+        payload: Set(payload),
+        created_at: Set(now),
+        expires_at: Set(now + EMAIL_TOKEN_TTL),
+        used_at: Set(None),
+    }
+    .insert(&state.db.orm)
+    .await?;
+    Ok(token.value)
+}
+
+pub struct AuthApi;
+
+type AnonErrors = Errors<(BadRequest, TooManyRequests)>;
+type VerifyErrors = Errors<(BadRequest, Forbidden, NotFound, Conflict, TooManyRequests)>;
+
+#[OpenApi(tag = "Tag::Auth")]
+impl AuthApi {
+    /// Request a sign-up email. Always 202 whether or not the address has an account; the
+    /// emailed link (`{SERVICE_BASE_URL}/sign-up/verify?token=…`) is valid once, for 15
+    /// minutes. Limited per client address and per email address (429 `rate-limited`).
+    #[oai(path = "/v1/auth/sign-up", method = "post", operation_id = "signUp")]
+    async fn sign_up(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: Json<SignUpRequest>,
+    ) -> Result<Accepted, AnonErrors> {
+        let email = Email::parse("email", &body.email)?;
+        let name = input::name("name", &body.name)?;
+        let org_name = input::name("organization.name", &body.organization.name)?;
+        let slug = Slug::parse("organization.slug", &body.organization.slug)?;
+        limit_anonymous(&state, req, Some(&email)).await?;
+        let now = state.clock.now();
+        let payload = serde_json::to_string(&SignUpPayload {
+            name,
+            organization_name: org_name.clone(),
+            organization_slug: slug.as_str().to_owned(),
+        })
+        .map_err(|e| ApiError::Internal(e.into()))?;
+        let token = issue_token(&state, "sign_up", &email, Some(payload), now).await?;
+        state
+            .queue
+            .push(emails::sign_up(
+                &state.config.base_url,
+                email.as_str(),
+                &org_name,
+                &token,
+            ))
+            .await?;
+        Ok(Accepted::Accepted)
+    }
+
+    /// Request a sign-in email. Always 202 whether or not the address has an account; only an
+    /// existing account is sent a link (`{SERVICE_BASE_URL}/sign-in/verify?token=…`), valid
+    /// once, for 15 minutes. Limited per client address and per email address.
+    #[oai(
+        path = "/v1/auth/magic-link",
+        method = "post",
+        operation_id = "requestMagicLink"
+    )]
+    async fn magic_link(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: Json<MagicLinkRequest>,
+    ) -> Result<Accepted, AnonErrors> {
+        let email = Email::parse("email", &body.email)?;
+        limit_anonymous(&state, req, Some(&email)).await?;
+        let account = accounts::Entity::find()
+            .filter(accounts::Column::Email.eq(email.as_str()))
+            .one(&state.db.orm)
+            .await?;
+        if account.is_some() {
+            let token = issue_token(&state, "sign_in", &email, None, state.clock.now()).await?;
+            state
+                .queue
+                .push(emails::sign_in(
+                    &state.config.base_url,
+                    email.as_str(),
+                    &token,
+                ))
+                .await?;
+        }
+        Ok(Accepted::Accepted)
+    }
+
+    /// Exchange a sign-in token for a session. An unknown, used or expired token gets one
+    /// answer, 404 `invalid-token`; an address whose organization enforces single sign-on gets
+    /// 403 `sso-required`.
+    #[oai(
+        path = "/v1/auth/magic-link/verify",
+        method = "post",
+        operation_id = "verifyMagicLink"
+    )]
+    async fn verify_magic_link(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: Json<VerifyRequest>,
+    ) -> Result<SignedIn, VerifyErrors> {
+        limit_anonymous(&state, req, None).await?;
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let token = consume_token(&txn, "sign_in", body.token.trim(), now).await?;
+        let account = accounts::Entity::find()
+            .filter(accounts::Column::Email.eq(token.email.as_str()))
+            .one(&txn)
+            .await?
+            .ok_or(ApiError::InvalidToken)?;
+        if sso_required(&txn, account.id).await? {
+            return Err(ApiError::SsoRequired.into());
+        }
+        let session = start_session(&state, &txn, account.id, now).await?;
+        let ip = access::client_ip(req);
+        for membership in memberships::Entity::find()
+            .filter(memberships::Column::AccountId.eq(account.id))
+            .all(&txn)
+            .await?
+        {
+            Entry::new("auth.signed_in")
+                .org(membership.org_id)
+                .account(account.id, ip.clone())
+                .target("member", platform::ids::format_id("usr", account.id))
+                .write(&txn, now)
+                .await?;
+        }
+        txn.commit().await?;
+        Ok(session.answer())
+    }
+
+    /// Exchange a sign-up token for a session: the account (if new) and its organization are
+    /// created, the person is its owner, on the free plan. An unknown, used or expired token
+    /// gets 404 `invalid-token`; a slug taken meanwhile 409 `conflict`; an existing account
+    /// whose organization enforces single sign-on 403 `sso-required`.
+    #[oai(
+        path = "/v1/auth/sign-up/verify",
+        method = "post",
+        operation_id = "verifySignUp"
+    )]
+    async fn verify_sign_up(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: Json<VerifyRequest>,
+    ) -> Result<SignedIn, VerifyErrors> {
+        limit_anonymous(&state, req, None).await?;
+        let now = state.clock.now();
+        let ip = access::client_ip(req);
+        let txn = state.db.orm.begin().await?;
+        let token = consume_token(&txn, "sign_up", body.token.trim(), now).await?;
+        let payload: SignUpPayload = token
+            .payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .ok_or(ApiError::InvalidToken)?;
+
+        let existing = accounts::Entity::find()
+            .filter(accounts::Column::Email.eq(token.email.as_str()))
+            .one(&txn)
+            .await?;
+        let account = match existing {
+            Some(account) => {
+                if sso_required(&txn, account.id).await? {
+                    return Err(ApiError::SsoRequired.into());
+                }
+                account
+            }
+            None => {
+                accounts::ActiveModel {
+                    id: Set(platform::ids::new_uuid()),
+                    email: Set(token.email.clone()),
+                    name: Set(Some(payload.name.clone())),
+                    time_zone: Set("UTC".into()),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                }
+                .insert(&txn)
+                .await?
+            }
+        };
+        let slug_taken = organizations::Entity::find()
+            .filter(organizations::Column::Slug.eq(payload.organization_slug.as_str()))
+            .one(&txn)
+            .await?
+            .is_some();
+        if slug_taken {
+            return Err(ApiError::Conflict(format!(
+                "The slug {} was taken since you signed up; sign up again with another.",
+                payload.organization_slug
+            ))
+            .into());
+        }
+        let org = organizations::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            slug: Set(payload.organization_slug.clone()),
+            name: Set(payload.organization_name.clone()),
+            plan: Set("free".into()),
+            sso_enforced: Set(false),
+            created_at: Set(now),
+        }
+        .insert(&txn)
+        .await
+        .map_err(|e| unique_slug(e, &payload.organization_slug))?;
+        memberships::ActiveModel {
+            org_id: Set(org.id),
+            account_id: Set(account.id),
+            role: Set(Role::Owner.as_str().into()),
+            created_at: Set(now),
+        }
+        .insert(&txn)
+        .await?;
+        let session = start_session(&state, &txn, account.id, now).await?;
+        Entry::new("auth.signed_up")
+            .org(org.id)
+            .account(account.id, ip)
+            .target("organization", org.slug.clone())
+            .details(serde_json::json!({ "email": account.email, "role": "owner", "plan": "free" }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        Ok(session.answer())
+    }
+
+    /// End the current session and clear its cookie. With an API token there is no session to
+    /// end: revoke the token instead; the answer is the same.
+    #[oai(path = "/v1/auth/sign-out", method = "post", operation_id = "signOut")]
+    async fn sign_out(
+        &self,
+        state: poem::web::Data<&AppState>,
+        caller: Signed,
+    ) -> Result<SignedOut, Errors<(Unauthorized, Forbidden)>> {
+        if let Some(session_id) = caller.0.session_id() {
+            sessions::Entity::delete_by_id(session_id)
+                .exec(&state.db.orm)
+                .await?;
+        }
+        Ok(SignedOut::Ok(cookie_header(&state, "", 0)))
+    }
+}
+
+/// A unique violation on the slug (a concurrent sign-up won the race) is a conflict.
+fn unique_slug(err: sea_orm::DbErr, slug: &str) -> ApiError {
+    if matches!(
+        err.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    ) {
+        ApiError::Conflict(format!("The slug {slug} is taken."))
+    } else {
+        err.into()
+    }
+}

@@ -1,0 +1,197 @@
+//! Roles and rights (decisions §4): which role may do what, as data that the access extractor
+//! enforces and the OpenAPI document states.
+
+use std::{fmt, str::FromStr};
+
+/// A member's role in an organization, from most to least powerful.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    Owner,
+    Admin,
+    Operator,
+    Viewer,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Owner, Role::Admin, Role::Operator, Role::Viewer];
+
+    fn rank(self) -> u8 {
+        match self {
+            Role::Owner => 3,
+            Role::Admin => 2,
+            Role::Operator => 1,
+            Role::Viewer => 0,
+        }
+    }
+
+    /// Whether this role has at least the powers of `other`.
+    pub fn at_least(self, other: Role) -> bool {
+        self.rank() >= other.rank()
+    }
+
+    /// The less powerful of two roles.
+    pub fn min(self, other: Role) -> Role {
+        if self.at_least(other) { other } else { self }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Admin => "admin",
+            Role::Operator => "operator",
+            Role::Viewer => "viewer",
+        }
+    }
+
+    pub fn allows(self, right: Right) -> bool {
+        self.at_least(right.minimum_role())
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "owner" => Ok(Role::Owner),
+            "admin" => Ok(Role::Admin),
+            "operator" => Ok(Role::Operator),
+            "viewer" => Ok(Role::Viewer),
+            _ => Err(()),
+        }
+    }
+}
+
+/// The rows of the permission matrix of decisions §4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Right {
+    /// Read hosts, groups, proposals, policies.
+    ReadFleet,
+    /// Read and write comments; read agent releases.
+    Discuss,
+    /// Approve, reject, snooze proposals; edit hosts; manage groups.
+    Operate,
+    /// Manage enrollment tokens and policies; read and manage notification channels.
+    Manage,
+    /// Members, invitations, API tokens, SSO, SCIM, the audit log.
+    Administer,
+    /// Billing, billing usage, plan changes, deleting the organization.
+    Billing,
+    /// One's own digest setting.
+    OwnSettings,
+}
+
+impl Right {
+    pub fn minimum_role(self) -> Role {
+        match self {
+            Right::ReadFleet | Right::OwnSettings => Role::Viewer,
+            Right::Discuss | Right::Operate => Role::Operator,
+            Right::Manage | Right::Administer => Role::Admin,
+            Right::Billing => Role::Owner,
+        }
+    }
+}
+
+/// What an organization-scoped operation requires: a right, and whether API tokens may call it
+/// (decisions §3: never billing, SSO, SCIM token or API-token revocation).
+pub trait Requirement: Send + Sync + 'static {
+    const RIGHT: Right;
+    const API_TOKENS: bool = true;
+    /// The description of the operation's `org` parameter, stating the requirement.
+    const DOC: &'static str;
+}
+
+macro_rules! requirement {
+    ($(#[$meta:meta])* $name:ident, $right:expr, $tokens:expr, $doc:literal) => {
+        $(#[$meta])*
+        pub struct $name;
+        impl Requirement for $name {
+            const RIGHT: Right = $right;
+            const API_TOKENS: bool = $tokens;
+            const DOC: &'static str = $doc;
+        }
+    };
+}
+
+requirement!(
+    /// Read hosts, groups, proposals, policies: every member.
+    ReadFleet, Right::ReadFleet, true,
+    "The organization's slug. Requires role `viewer` or above."
+);
+requirement!(
+    /// Comments and agent releases: operator and above.
+    Discuss, Right::Discuss, true,
+    "The organization's slug. Requires role `operator` or above."
+);
+requirement!(
+    /// Decide proposals, edit hosts, manage groups: operator and above.
+    Operate, Right::Operate, true,
+    "The organization's slug. Requires role `operator` or above."
+);
+requirement!(
+    /// Enrollment tokens, policies, notification channels: admin and above.
+    Manage, Right::Manage, true,
+    "The organization's slug. Requires role `admin` or above."
+);
+requirement!(
+    /// Members, invitations, API tokens, the audit log: admin and above.
+    Administer, Right::Administer, true,
+    "The organization's slug. Requires role `admin` or above."
+);
+requirement!(
+    /// SSO, SCIM and API-token revocation: admin and above, never with an API token.
+    AdministerInPerson, Right::Administer, false,
+    "The organization's slug. Requires role `admin` or above. API tokens are refused."
+);
+requirement!(
+    /// Billing: the owner only, never with an API token.
+    Billing, Right::Billing, false,
+    "The organization's slug. Requires role `owner` or above. API tokens are refused."
+);
+requirement!(
+    /// One's own settings in the organization: every member.
+    OwnSettings, Right::OwnSettings, true,
+    "The organization's slug. Requires role `viewer` or above."
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decisions §4, row by row: (right, owner, admin, operator, viewer).
+    const MATRIX: [(Right, [bool; 4]); 7] = [
+        (Right::ReadFleet, [true, true, true, true]),
+        (Right::Discuss, [true, true, true, false]),
+        (Right::Operate, [true, true, true, false]),
+        (Right::Manage, [true, true, false, false]),
+        (Right::Administer, [true, true, false, false]),
+        (Right::Billing, [true, false, false, false]),
+        (Right::OwnSettings, [true, true, true, true]),
+    ];
+
+    #[test]
+    fn the_permission_matrix_is_decisions_section_4() {
+        for (right, allowed) in MATRIX {
+            for (role, expected) in Role::ALL.into_iter().zip(allowed) {
+                assert_eq!(role.allows(right), expected, "{role} on {right:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn roles_parse_and_order() {
+        for role in Role::ALL {
+            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+        }
+        assert!("root".parse::<Role>().is_err());
+        assert!(Role::Owner.at_least(Role::Admin));
+        assert!(!Role::Viewer.at_least(Role::Operator));
+        assert_eq!(Role::Admin.min(Role::Operator), Role::Operator);
+    }
+}

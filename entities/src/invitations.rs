@@ -1,0 +1,24 @@
+//! An invitation (`inv_`) to join an organization with a role; only the token's hash is kept.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "invitations")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub email: String,
+    pub role: String,
+    pub token_hash: Vec<u8>,
+    pub invited_by: Uuid,
+    pub created_at: DateTimeUtc,
+    pub expires_at: DateTimeUtc,
+    pub accepted_at: Option<DateTimeUtc>,
+    pub revoked_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
