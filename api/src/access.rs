@@ -269,6 +269,15 @@ impl<'a> ApiExtractor<'a> for Signed {
     }
 }
 
+/// The form handlers write the organization argument in: `org: org::Path<Operate>`.
+///
+/// poem-openapi numbers path parameters (`param0`, `param1`, …) by position, counting only
+/// arguments whose type path has a segment named `Path`. This alias makes the organization
+/// extractor count, so `{org}` and any later path parameter each read their own value.
+pub mod org {
+    pub type Path<R> = super::OrgAccess<R>;
+}
+
 /// A caller admitted to an organization for requirement `R`.
 pub struct OrgAccess<R> {
     pub caller: Caller,

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::{Caller, OrgAccess},
+    access::{Caller, org},
     error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
     paging::{Cursor, Page, page_limit},
     roles::Administer,
@@ -132,7 +132,7 @@ impl AuditApi {
     )]
     async fn list(
         &self,
-        org: OrgAccess<Administer>,
+        org: org::Path<Administer>,
         state: poem::web::Data<&AppState>,
         /// At most this many (default 50, at most 500).
         limit: Query<Option<u32>>,

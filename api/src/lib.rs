@@ -2,13 +2,18 @@
 //! handlers. `main.rs` wires it; everything a test needs is reachable from here.
 
 pub mod access;
+pub mod api_tokens;
 pub mod audit;
 pub mod auth;
 pub mod emails;
 pub mod error;
 pub mod health;
 pub mod input;
+pub mod invitations;
+pub mod me;
+pub mod members;
 pub mod middleware;
+pub mod orgs;
 pub mod paging;
 pub mod rate_limit;
 pub mod roles;
@@ -30,6 +35,11 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
             state: state.clone(),
         },
         auth::AuthApi,
+        me::MeApi,
+        orgs::OrgsApi,
+        members::MembersApi,
+        invitations::InvitationsApi,
+        api_tokens::ApiTokensApi,
         audit::AuditApi,
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))

@@ -3,6 +3,7 @@
 //! loopback, and a clock it controls.
 
 pub mod database;
+pub mod identity;
 pub mod processes;
 pub mod smtp_sink;
 
@@ -21,6 +22,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use database::TestDatabase;
+pub use identity::{As, Session};
 pub use smtp_sink::SmtpSink;
 
 /// Where emails in tests link to.
@@ -38,17 +40,26 @@ pub struct TestApp {
 }
 
 /// How a test wants its app.
-#[derive(Default)]
 pub struct TestAppBuilder {
     worker: bool,
     rate_limit_burst: Option<u32>,
     rate_limit_per_second: Option<f64>,
 }
 
+impl Default for TestAppBuilder {
+    fn default() -> Self {
+        TestAppBuilder {
+            worker: true,
+            rate_limit_burst: None,
+            rate_limit_per_second: None,
+        }
+    }
+}
+
 impl TestAppBuilder {
-    /// Also run the worker in-process (emails reach the SMTP sink).
-    pub fn with_worker(mut self) -> Self {
-        self.worker = true;
+    /// Do not run the worker in-process (jobs stay queued).
+    pub fn without_worker(mut self) -> Self {
+        self.worker = false;
         self
     }
 

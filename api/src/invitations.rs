@@ -1,0 +1,360 @@
+//! Invitations: an admin invites an address with a role (never owner); the emailed token,
+//! accepted without a session, creates the account if needed, adds the membership and signs
+//! the person in.
+
+use chrono::{DateTime, Duration, Utc};
+use entities::{accounts, invitations, memberships, organizations};
+use poem::Request;
+use poem_openapi::{
+    ApiResponse, Object, OpenApi,
+    param::{Path, Query},
+    payload::Json,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    TransactionTrait, sea_query::Expr,
+};
+
+use crate::{
+    AppState,
+    access::{self, org},
+    audit::Entry,
+    auth::{SignedIn, VerifyRequest, limit_anonymous, sso_required, start_session},
+    emails,
+    error::{
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
+    input::{self, Email},
+    paging::{Cursor, Page, page_limit},
+    roles::{Administer, Role},
+    tags::Tag,
+};
+
+pub const INVITATION_TTL: Duration = Duration::days(7);
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct NewInvitation {
+    #[oai(validator(max_length = 254))]
+    pub email: String,
+    /// admin, operator or viewer; an invitation never grants owner.
+    #[oai(validator(max_length = 16))]
+    pub role: String,
+}
+
+#[derive(Object)]
+pub struct Invitation {
+    /// `inv_` id.
+    pub id: String,
+    pub email: String,
+    pub role: String,
+    /// pending, accepted, revoked or expired.
+    pub status: String,
+    /// Who invited (`usr_`).
+    pub invited_by: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(ApiResponse)]
+pub enum Created {
+    /// Created; the invitation email is on its way.
+    #[oai(status = 201)]
+    Created(Json<Invitation>),
+}
+
+#[derive(ApiResponse)]
+pub enum Revoked {
+    /// Revoked: its link no longer works.
+    #[oai(status = 204)]
+    Revoked,
+}
+
+fn invitation(row: invitations::Model, now: DateTime<Utc>) -> Invitation {
+    let status = if row.accepted_at.is_some() {
+        "accepted"
+    } else if row.revoked_at.is_some() {
+        "revoked"
+    } else if row.expires_at <= now {
+        "expired"
+    } else {
+        "pending"
+    };
+    Invitation {
+        id: platform::ids::format_id("inv", row.id),
+        email: row.email,
+        role: row.role,
+        status: status.to_owned(),
+        invited_by: platform::ids::format_id("usr", row.invited_by),
+        created_at: row.created_at,
+        expires_at: row.expires_at,
+    }
+}
+
+pub struct InvitationsApi;
+
+#[OpenApi(tag = "Tag::Invitations")]
+impl InvitationsApi {
+    /// Invite an address with a role (admin, operator or viewer; never owner). The email links
+    /// to `{SERVICE_BASE_URL}/invitations/accept?token=…`, valid 7 days. An address that is
+    /// already a member is a 409 `conflict`.
+    #[oai(
+        path = "/v1/orgs/:org/invitations",
+        method = "post",
+        operation_id = "createInvitation"
+    )]
+    async fn create(
+        &self,
+        org: org::Path<Administer>,
+        state: poem::web::Data<&AppState>,
+        body: Json<NewInvitation>,
+    ) -> Result<
+        Created,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            Conflict,
+            TooManyRequests,
+        )>,
+    > {
+        let email = Email::parse("email", &body.email)?;
+        let role = input::role("role", &body.role)?;
+        if role == Role::Owner {
+            return Err(ApiError::invalid("role: an invitation can never grant owner").into());
+        }
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let existing = accounts::Entity::find()
+            .filter(accounts::Column::Email.eq(email.as_str()))
+            .one(&txn)
+            .await?;
+        if let Some(account) = existing
+            && memberships::Entity::find_by_id((org.org_id(), account.id))
+                .one(&txn)
+                .await?
+                .is_some()
+        {
+            return Err(
+                ApiError::Conflict(format!("{} is already a member.", email.as_str())).into(),
+            );
+        }
+        let token = platform::secrets::mint("");
+        let row = invitations::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            org_id: Set(org.org_id()),
+            email: Set(email.as_str().to_owned()),
+            role: Set(role.as_str().to_owned()),
+            token_hash: Set(token.hash),
+            invited_by: Set(org.caller.account_id()),
+            created_at: Set(now),
+            expires_at: Set(now + INVITATION_TTL),
+            accepted_at: Set(None),
+            revoked_at: Set(None),
+        }
+        .insert(&txn)
+        .await?;
+        Entry::new("invitation.created")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("invitation", platform::ids::format_id("inv", row.id))
+            .details(serde_json::json!({ "email": row.email, "role": row.role }))
+            .write(&txn, now)
+            .await?;
+        let inviter = org
+            .caller
+            .account
+            .name
+            .clone()
+            .unwrap_or_else(|| org.caller.account.email.clone());
+        let email = emails::invitation(
+            &state.config.base_url,
+            &row.email,
+            &org.org.name,
+            &row.role,
+            &inviter,
+            &token.value,
+        );
+        txn.commit().await?;
+        state.queue.push(email).await?;
+        Ok(Created::Created(Json(invitation(row, now))))
+    }
+
+    /// The organization's invitations, newest first.
+    #[oai(
+        path = "/v1/orgs/:org/invitations",
+        method = "get",
+        operation_id = "listInvitations"
+    )]
+    async fn list(
+        &self,
+        org: org::Path<Administer>,
+        state: poem::web::Data<&AppState>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<Invitation>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let mut query = invitations::Entity::find()
+            .filter(invitations::Column::OrgId.eq(org.org_id()))
+            .order_by_desc(invitations::Column::Id)
+            .limit(u64::from(limit) + 1);
+        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(invitations::Column::Id.lt(before));
+        }
+        let rows = query.all(&state.db.orm).await?;
+        let now = state.clock.now();
+        Ok(Json(Page::from_rows(
+            rows,
+            limit,
+            |r| r.id,
+            |r| invitation(r, now),
+        )))
+    }
+
+    /// Revoke an invitation: its link stops working. An invitation already accepted or revoked,
+    /// or of another organization, is 404 `not-found`.
+    #[oai(
+        path = "/v1/orgs/:org/invitations/:invitation_id",
+        method = "delete",
+        operation_id = "revokeInvitation"
+    )]
+    async fn revoke(
+        &self,
+        org: org::Path<Administer>,
+        state: poem::web::Data<&AppState>,
+        /// The invitation's id (`inv_`).
+        invitation_id: Path<String>,
+    ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+        let id = platform::ids::parse_id("inv", &invitation_id).ok_or(ApiError::NotFound)?;
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let revoked = invitations::Entity::update_many()
+            .col_expr(invitations::Column::RevokedAt, Expr::value(now))
+            .filter(invitations::Column::Id.eq(id))
+            .filter(invitations::Column::OrgId.eq(org.org_id()))
+            .filter(invitations::Column::RevokedAt.is_null())
+            .filter(invitations::Column::AcceptedAt.is_null())
+            .exec(&txn)
+            .await?;
+        if revoked.rows_affected != 1 {
+            return Err(ApiError::NotFound.into());
+        }
+        Entry::new("invitation.revoked")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("invitation", platform::ids::format_id("inv", id))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        Ok(Revoked::Revoked)
+    }
+
+    /// Accept an invitation. Needs no session: the account is created if there is none, the
+    /// membership is added, and the answer signs the person in like the verify operations. An
+    /// unknown, used, revoked or expired token gets one answer, 404 `invalid-token`; an
+    /// organization that enforces single sign-on 403 `sso-required`.
+    #[oai(
+        path = "/v1/invitations/accept",
+        method = "post",
+        operation_id = "acceptInvitation",
+        tag = "Tag::Auth"
+    )]
+    async fn accept(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: Json<VerifyRequest>,
+    ) -> Result<SignedIn, Errors<(BadRequest, Forbidden, NotFound, TooManyRequests)>> {
+        limit_anonymous(&state, req, None).await?;
+        let token = body.token.trim();
+        if !platform::secrets::well_formed("", token) {
+            return Err(ApiError::InvalidToken.into());
+        }
+        let now = state.clock.now();
+        let hash = platform::secrets::hash(token);
+        let txn = state.db.orm.begin().await?;
+        let accepted = invitations::Entity::update_many()
+            .col_expr(invitations::Column::AcceptedAt, Expr::value(now))
+            .filter(invitations::Column::TokenHash.eq(hash.clone()))
+            .filter(invitations::Column::AcceptedAt.is_null())
+            .filter(invitations::Column::RevokedAt.is_null())
+            .filter(invitations::Column::ExpiresAt.gt(now))
+            .exec(&txn)
+            .await?;
+        if accepted.rows_affected != 1 {
+            return Err(ApiError::InvalidToken.into());
+        }
+        let row = invitations::Entity::find()
+            .filter(invitations::Column::TokenHash.eq(hash))
+            .one(&txn)
+            .await?
+            .ok_or(ApiError::InvalidToken)?;
+        let org = organizations::Entity::find_by_id(row.org_id)
+            .one(&txn)
+            .await?
+            .ok_or(ApiError::InvalidToken)?;
+        if org.sso_enforced {
+            return Err(ApiError::SsoRequired.into());
+        }
+        let account = match accounts::Entity::find()
+            .filter(accounts::Column::Email.eq(row.email.as_str()))
+            .one(&txn)
+            .await?
+        {
+            Some(account) => {
+                if sso_required(&txn, account.id).await? {
+                    return Err(ApiError::SsoRequired.into());
+                }
+                account
+            }
+            None => {
+                accounts::ActiveModel {
+                    id: Set(platform::ids::new_uuid()),
+                    email: Set(row.email.clone()),
+                    name: Set(None),
+                    time_zone: Set("UTC".into()),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                }
+                .insert(&txn)
+                .await?
+            }
+        };
+        let ip = access::client_ip(req);
+        let already = memberships::Entity::find_by_id((org.id, account.id))
+            .one(&txn)
+            .await?;
+        if already.is_none() {
+            memberships::ActiveModel {
+                org_id: Set(org.id),
+                account_id: Set(account.id),
+                role: Set(row.role.clone()),
+                created_at: Set(now),
+            }
+            .insert(&txn)
+            .await?;
+        }
+        Entry::new("invitation.accepted")
+            .org(org.id)
+            .account(account.id, ip)
+            .target("invitation", platform::ids::format_id("inv", row.id))
+            .details(serde_json::json!({ "email": account.email, "role": row.role, "already_member": already.is_some() }))
+            .write(&txn, now)
+            .await?;
+        let session = start_session(&state, &txn, account.id, now).await?;
+        txn.commit().await?;
+        Ok(session.answer())
+    }
+}

@@ -1,0 +1,146 @@
+//! The signed-in person: who they are, their organizations and roles, their profile.
+
+use entities::{accounts, memberships, organizations, sessions};
+use poem_openapi::{Object, OpenApi, payload::Json};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+
+use crate::{
+    AppState,
+    access::Signed,
+    error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
+    input,
+    tags::Tag,
+};
+
+/// An organization the person belongs to, with their role there.
+#[derive(Object)]
+pub struct MyOrganization {
+    pub slug: String,
+    pub name: String,
+    /// owner, admin, operator or viewer.
+    pub role: String,
+    /// free, team, business or enterprise.
+    pub plan: String,
+}
+
+#[derive(Object)]
+pub struct Me {
+    /// The account's id (`usr_`).
+    pub id: String,
+    pub email: String,
+    pub name: Option<String>,
+    /// IANA time zone; digests arrive at 08:00 in it.
+    pub time_zone: String,
+    pub organizations: Vec<MyOrganization>,
+    /// The session's CSRF token, to echo in `X-Service-Csrf`; absent when called with an API
+    /// token (which needs none).
+    pub csrf_token: Option<String>,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct MePatch {
+    /// New name (1–255 characters); absent leaves it.
+    #[oai(validator(max_length = 255))]
+    pub name: Option<String>,
+    /// New IANA time zone such as `Europe/London`; absent leaves it.
+    #[oai(validator(max_length = 64))]
+    pub time_zone: Option<String>,
+}
+
+pub struct MeApi;
+
+async fn me(state: &AppState, caller: &crate::access::Caller) -> Result<Me, ApiError> {
+    let account = &caller.account;
+    let memberships = memberships::Entity::find()
+        .filter(memberships::Column::AccountId.eq(account.id))
+        .all(&state.db.orm)
+        .await?;
+    let orgs = organizations::Entity::find()
+        .filter(organizations::Column::Id.is_in(memberships.iter().map(|m| m.org_id)))
+        .all(&state.db.orm)
+        .await?;
+    let mut organizations: Vec<MyOrganization> = orgs
+        .into_iter()
+        .filter(|org| match &caller.via {
+            crate::access::Via::ApiToken { org_id, .. } => *org_id == org.id,
+            crate::access::Via::Session { .. } => true,
+        })
+        .filter_map(|org| {
+            let role = memberships
+                .iter()
+                .find(|m| m.org_id == org.id)?
+                .role
+                .clone();
+            Some(MyOrganization {
+                slug: org.slug,
+                name: org.name,
+                role,
+                plan: org.plan,
+            })
+        })
+        .collect();
+    organizations.sort_by(|a, b| a.slug.cmp(&b.slug));
+    let csrf_token = match caller.session_id() {
+        Some(id) => sessions::Entity::find_by_id(id)
+            .one(&state.db.orm)
+            .await?
+            .map(|s| s.csrf_token),
+        None => None,
+    };
+    Ok(Me {
+        id: platform::ids::format_id("usr", account.id),
+        email: account.email.clone(),
+        name: account.name.clone(),
+        time_zone: account.time_zone.clone(),
+        organizations,
+        csrf_token,
+    })
+}
+
+#[OpenApi(tag = "Tag::Me")]
+impl MeApi {
+    /// Who is signed in: the account, their organizations with roles, and the session's CSRF
+    /// token.
+    #[oai(path = "/v1/me", method = "get", operation_id = "getMe")]
+    async fn get(
+        &self,
+        state: poem::web::Data<&AppState>,
+        caller: Signed,
+    ) -> Result<Json<Me>, Errors<(Unauthorized,)>> {
+        Ok(Json(me(&state, &caller.0).await?))
+    }
+
+    /// Change one's name or time zone (validated against the IANA database).
+    #[oai(path = "/v1/me", method = "patch", operation_id = "updateMe")]
+    async fn patch(
+        &self,
+        state: poem::web::Data<&AppState>,
+        caller: Signed,
+        body: Json<MePatch>,
+    ) -> Result<Json<Me>, Errors<(BadRequest, Unauthorized, Forbidden)>> {
+        let name = body
+            .name
+            .as_deref()
+            .map(|n| input::name("name", n))
+            .transpose()?;
+        let time_zone = body
+            .time_zone
+            .as_deref()
+            .map(|z| input::time_zone("time_zone", z))
+            .transpose()?;
+        let mut caller = caller.0;
+        if name.is_some() || time_zone.is_some() {
+            let mut account: accounts::ActiveModel = caller.account.clone().into();
+            if let Some(name) = name {
+                account.name = Set(Some(name));
+            }
+            if let Some(time_zone) = time_zone {
+                account.time_zone = Set(time_zone);
+            }
+            account.updated_at = Set(state.clock.now());
+            caller.account = account.update(&state.db.orm).await?;
+        }
+        Ok(Json(me(&state, &caller).await?))
+    }
+}

@@ -1,0 +1,265 @@
+//! Members of an organization: list, change a role, remove. Only an owner may make or unmake
+//! an owner, and the last owner can be neither removed nor demoted.
+
+use chrono::{DateTime, Utc};
+use entities::{accounts, api_tokens, memberships, organizations};
+use poem_openapi::{
+    ApiResponse, Object, OpenApi,
+    param::{Path, Query},
+    payload::Json,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set, TransactionTrait, sea_query::Expr,
+};
+use uuid::Uuid;
+
+use crate::{
+    AppState,
+    access::org,
+    audit::Entry,
+    error::{
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
+        Unauthorized,
+    },
+    input,
+    paging::{Cursor, Page, page_limit},
+    roles::{Administer, Role},
+    tags::Tag,
+};
+
+#[derive(Object)]
+pub struct Member {
+    /// The account's id (`usr_`).
+    pub id: String,
+    pub email: String,
+    pub name: Option<String>,
+    /// owner, admin, operator or viewer.
+    pub role: String,
+    pub joined_at: DateTime<Utc>,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct RoleChange {
+    /// owner, admin, operator or viewer. Only an owner may grant or take away owner.
+    #[oai(validator(max_length = 16))]
+    pub role: String,
+}
+
+#[derive(ApiResponse)]
+pub enum Removed {
+    /// Removed; their API tokens for this organization are revoked.
+    #[oai(status = 204)]
+    Removed,
+}
+
+type MemberErrors = Errors<(
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+    TooManyRequests,
+)>;
+
+fn member(account: accounts::Model, membership: memberships::Model) -> Member {
+    Member {
+        id: platform::ids::format_id("usr", account.id),
+        email: account.email,
+        name: account.name,
+        role: membership.role,
+        joined_at: membership.created_at,
+    }
+}
+
+/// Locks the organization's memberships against concurrent role changes (Postgres; SQLite
+/// transactions already serialize writers) so two demotions cannot leave it without an owner.
+pub async fn lock_org(
+    state: &AppState,
+    txn: &DatabaseTransaction,
+    org_id: Uuid,
+) -> Result<(), ApiError> {
+    if state.db.kind() == platform::config::DatabaseKind::Postgres {
+        organizations::Entity::find_by_id(org_id)
+            .lock_exclusive()
+            .one(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn owners(txn: &DatabaseTransaction, org_id: Uuid) -> Result<u64, ApiError> {
+    Ok(memberships::Entity::find()
+        .filter(memberships::Column::OrgId.eq(org_id))
+        .filter(memberships::Column::Role.eq(Role::Owner.as_str()))
+        .count(txn)
+        .await?)
+}
+
+fn target_id(raw: &str) -> Result<Uuid, ApiError> {
+    platform::ids::parse_id("usr", raw).ok_or(ApiError::NotFound)
+}
+
+pub struct MembersApi;
+
+#[OpenApi(tag = "Tag::Members")]
+impl MembersApi {
+    /// The organization's members, in the order they joined.
+    #[oai(
+        path = "/v1/orgs/:org/members",
+        method = "get",
+        operation_id = "listMembers"
+    )]
+    async fn list(
+        &self,
+        org: org::Path<Administer>,
+        state: poem::web::Data<&AppState>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<Member>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let mut query = memberships::Entity::find()
+            .filter(memberships::Column::OrgId.eq(org.org_id()))
+            .order_by_asc(memberships::Column::AccountId)
+            .limit(u64::from(limit) + 1);
+        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(memberships::Column::AccountId.gt(after));
+        }
+        let rows: Vec<_> = query
+            .find_also_related(accounts::Entity)
+            .all(&state.db.orm)
+            .await?
+            .into_iter()
+            .filter_map(|(m, a)| a.map(|a| (m, a)))
+            .collect();
+        Ok(Json(Page::from_rows(
+            rows,
+            limit,
+            |(m, _)| m.account_id,
+            |(m, a)| member(a, m),
+        )))
+    }
+
+    /// Change a member's role. Only an owner may grant owner or change an owner's role; the last
+    /// owner cannot be demoted (409 `invalid-state`).
+    #[oai(
+        path = "/v1/orgs/:org/members/:member_id",
+        method = "patch",
+        operation_id = "updateMember"
+    )]
+    async fn update(
+        &self,
+        org: org::Path<Administer>,
+        state: poem::web::Data<&AppState>,
+        /// The member's account id (`usr_`).
+        member_id: Path<String>,
+        body: Json<RoleChange>,
+    ) -> Result<Json<Member>, MemberErrors> {
+        let account_id = target_id(&member_id)?;
+        let role = input::role("role", &body.role)?;
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        lock_org(&state, &txn, org.org_id()).await?;
+        let current = memberships::Entity::find_by_id((org.org_id(), account_id))
+            .one(&txn)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        let current_role = input::role("role", &current.role)?;
+        if (role == Role::Owner || current_role == Role::Owner) && org.role != Role::Owner {
+            return Err(ApiError::forbidden("Only an owner may grant or take away owner.").into());
+        }
+        if current_role == Role::Owner
+            && role != Role::Owner
+            && owners(&txn, org.org_id()).await? <= 1
+        {
+            return Err(ApiError::state(
+                StateRefusal::InvalidState,
+                "This is the last owner: make somebody else owner first.",
+            )
+            .into());
+        }
+        let mut changed: memberships::ActiveModel = current.clone().into();
+        changed.role = Set(role.as_str().to_owned());
+        let updated = changed.update(&txn).await?;
+        Entry::new("member.role_changed")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("member", platform::ids::format_id("usr", account_id))
+            .details(serde_json::json!({ "from": current.role, "to": role.as_str() }))
+            .write(&txn, now)
+            .await?;
+        let account = accounts::Entity::find_by_id(account_id)
+            .one(&txn)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        txn.commit().await?;
+        Ok(Json(member(account, updated)))
+    }
+
+    /// Remove a member (or leave, for oneself). Only an owner may remove an owner; the last owner
+    /// cannot be removed (409 `invalid-state`). Their API tokens here are revoked.
+    #[oai(
+        path = "/v1/orgs/:org/members/:member_id",
+        method = "delete",
+        operation_id = "removeMember"
+    )]
+    async fn remove(
+        &self,
+        org: org::Path<Administer>,
+        state: poem::web::Data<&AppState>,
+        /// The member's account id (`usr_`).
+        member_id: Path<String>,
+    ) -> Result<Removed, MemberErrors> {
+        let account_id = target_id(&member_id)?;
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        lock_org(&state, &txn, org.org_id()).await?;
+        let current = memberships::Entity::find_by_id((org.org_id(), account_id))
+            .one(&txn)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        if current.role == Role::Owner.as_str() {
+            if org.role != Role::Owner {
+                return Err(ApiError::forbidden("Only an owner may remove an owner.").into());
+            }
+            if owners(&txn, org.org_id()).await? <= 1 {
+                return Err(ApiError::state(
+                    StateRefusal::InvalidState,
+                    "This is the last owner: make somebody else owner first.",
+                )
+                .into());
+            }
+        }
+        memberships::Entity::delete_by_id((org.org_id(), account_id))
+            .exec(&txn)
+            .await?;
+        api_tokens::Entity::update_many()
+            .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
+            .filter(api_tokens::Column::OrgId.eq(org.org_id()))
+            .filter(api_tokens::Column::CreatedBy.eq(account_id))
+            .filter(api_tokens::Column::RevokedAt.is_null())
+            .exec(&txn)
+            .await?;
+        Entry::new("member.removed")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("member", platform::ids::format_id("usr", account_id))
+            .details(serde_json::json!({ "role": current.role }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        Ok(Removed::Removed)
+    }
+}

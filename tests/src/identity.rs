@@ -1,0 +1,180 @@
+//! Helpers that make identity tests short: sign up an organization through the real emailed
+//! flow, add members in any role, and call as one of them.
+
+use std::time::Duration;
+
+use api::roles::Role;
+use entities::{accounts, memberships, organizations};
+use reqwest::Method;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde_json::{Value, json};
+
+use crate::{TestApp, TestResponse};
+
+/// A signed-in browser: its cookie and CSRF token.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub email: String,
+    /// `service_session=<value>`
+    pub cookie: String,
+    pub csrf: String,
+}
+
+/// Who makes a request.
+#[derive(Clone, Copy, Debug)]
+pub enum As<'a> {
+    Nobody,
+    Session(&'a Session),
+    /// A session that leaves out the CSRF header.
+    SessionWithoutCsrf(&'a Session),
+    Bearer(&'a str),
+}
+
+/// The cookie pair from a `Set-Cookie` answer.
+pub fn session_cookie(response: &TestResponse) -> String {
+    let header = response
+        .header("set-cookie")
+        .unwrap_or_else(|| panic!("no Set-Cookie in {}: {}", response.status, response.body));
+    header
+        .split(';')
+        .next()
+        .map(str::to_owned)
+        .unwrap_or_default()
+}
+
+/// The token of the newest link in an email body.
+pub fn token_in(text: &str) -> String {
+    let start = text.rfind("token=").expect("a link with a token") + "token=".len();
+    text[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect()
+}
+
+impl TestApp {
+    pub async fn call(
+        &self,
+        who: As<'_>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> TestResponse {
+        let mut headers: Vec<(&str, String)> = Vec::new();
+        match who {
+            As::Nobody => {}
+            As::Session(session) => {
+                headers.push(("cookie", session.cookie.clone()));
+                headers.push(("x-service-csrf", session.csrf.clone()));
+            }
+            As::SessionWithoutCsrf(session) => headers.push(("cookie", session.cookie.clone())),
+            As::Bearer(token) => headers.push(("authorization", format!("Bearer {token}"))),
+        }
+        let borrowed: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.request(method, path, body, &borrowed).await
+    }
+
+    /// Waits for the newest email to `address` and returns the token of its link.
+    pub async fn emailed_token(&self, address: &str) -> String {
+        let message = self
+            .smtp
+            .wait_for_message_to(address, Duration::from_secs(30))
+            .await;
+        token_in(&message.text())
+    }
+
+    /// Signs up `email` with a new organization `slug` through the emailed flow; the owner's
+    /// session.
+    pub async fn sign_up(&self, email: &str, slug: &str) -> Session {
+        let before = self.smtp.messages().await.len();
+        let response = self
+            .post_json(
+                "/v1/auth/sign-up",
+                json!({"email": email, "name": "Owner", "organization": {"name": slug, "slug": slug}}),
+            )
+            .await;
+        assert_eq!(response.status.as_u16(), 202, "{}", response.body);
+        self.smtp
+            .wait_for(before + 1, Duration::from_secs(30))
+            .await;
+        let token = self.emailed_token(email).await;
+        let verified = self
+            .post_json("/v1/auth/sign-up/verify", json!({"token": token}))
+            .await;
+        assert_eq!(verified.status.as_u16(), 200, "{}", verified.body);
+        Session {
+            email: email.to_owned(),
+            cookie: session_cookie(&verified),
+            csrf: verified.json()["csrf_token"]
+                .as_str()
+                .expect("csrf_token")
+                .to_owned(),
+        }
+    }
+
+    /// Adds a member with `role` to organization `slug` directly, and signs them in.
+    pub async fn member(&self, slug: &str, role: Role, email: &str) -> Session {
+        let db = &self.state.db.orm;
+        let now = self.state.clock.now();
+        let org = organizations::Entity::find()
+            .filter(organizations::Column::Slug.eq(slug))
+            .one(db)
+            .await
+            .expect("query")
+            .expect("organization exists");
+        let account = match accounts::Entity::find()
+            .filter(accounts::Column::Email.eq(email))
+            .one(db)
+            .await
+            .expect("query")
+        {
+            Some(account) => account,
+            None => accounts::ActiveModel {
+                id: Set(platform::ids::new_uuid()),
+                email: Set(email.to_owned()),
+                name: Set(Some(format!("{role} member"))),
+                time_zone: Set("UTC".into()),
+                created_at: Set(now),
+                updated_at: Set(now),
+            }
+            .insert(db)
+            .await
+            .expect("account"),
+        };
+        memberships::ActiveModel {
+            org_id: Set(org.id),
+            account_id: Set(account.id),
+            role: Set(role.as_str().to_owned()),
+            created_at: Set(now),
+        }
+        .insert(db)
+        .await
+        .expect("membership");
+        let session = api::auth::start_session(&self.state, db, account.id, now)
+            .await
+            .expect("session");
+        Session {
+            email: email.to_owned(),
+            cookie: session
+                .cookie
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+            csrf: session.csrf_token,
+        }
+    }
+
+    /// Creates an API token with `role` through the API, as `admin`; its `sat_` value.
+    pub async fn api_token(&self, admin: &Session, slug: &str, role: Role) -> String {
+        let response = self
+            .call(
+                As::Session(admin),
+                Method::POST,
+                &format!("/v1/orgs/{slug}/api-tokens"),
+                Some(json!({"name": "automation", "role": role.as_str()})),
+            )
+            .await;
+        assert_eq!(response.status.as_u16(), 201, "{}", response.body);
+        response.json()["token"].as_str().expect("token").to_owned()
+    }
+}
