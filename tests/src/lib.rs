@@ -189,6 +189,12 @@ impl TestApp {
         Self::builder().start().await
     }
 
+    /// The service's clock now.
+    pub fn clock_now(&self) -> chrono::DateTime<chrono::Utc> {
+        use platform::clock::Clock;
+        self.clock.now()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }

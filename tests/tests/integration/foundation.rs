@@ -111,7 +111,8 @@ async fn every_answer_carries_a_request_id_and_a_client_id_is_echoed() {
 
 #[tokio::test]
 async fn health_and_readiness_answer() {
-    let app = TestApp::new().await;
+    // No in-process worker: closing the pool below must not wait for its connections.
+    let app = TestApp::builder().without_worker().start().await;
     let health = app.get("/healthz").await;
     assert_eq!(health.status.as_u16(), 200);
     let ready = app.get("/readyz").await;

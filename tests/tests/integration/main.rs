@@ -1,7 +1,9 @@
 //! One integration-test binary; a module per feature.
 
 mod access_walk;
+mod auth;
 mod foundation;
+mod members;
 mod openapi;
 mod queue;
 mod rate_limits;

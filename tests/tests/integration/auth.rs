@@ -1,0 +1,328 @@
+//! Sign-up, sign-in by emailed link, the verify operations' error causes, sessions and CSRF.
+
+use chrono::Duration;
+use entities::{email_tokens, organizations};
+use reqwest::Method;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
+use serde_json::json;
+use tests::{As, Session, TestApp, identity::session_cookie};
+
+#[tokio::test]
+async fn sign_up_creates_the_account_and_organization_with_the_person_as_owner() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("ada@acme.test", "acme").await;
+    let me = app
+        .call(As::Session(&owner), Method::GET, "/v1/me", None)
+        .await;
+    assert_eq!(me.status.as_u16(), 200, "{}", me.body);
+    let me = me.json();
+    assert_eq!(me["email"], "ada@acme.test");
+    assert!(
+        me["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("usr_") && id.len() == 30)
+    );
+    assert_eq!(me["time_zone"], "UTC");
+    assert_eq!(
+        me["organizations"],
+        json!([{"slug": "acme", "name": "acme", "role": "owner", "plan": "free"}])
+    );
+    assert_eq!(me["csrf_token"], owner.csrf.as_str());
+
+    // The emails are plain text plus HTML, with the link built from SERVICE_BASE_URL.
+    let email = app
+        .smtp
+        .wait_for_message_to("ada@acme.test", std::time::Duration::from_secs(5))
+        .await;
+    assert!(
+        email
+            .text()
+            .contains("http://fleet.test/sign-up/verify?token=")
+    );
+    assert!(email.data.contains("text/plain") && email.data.contains("text/html"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_verify_token_works_once_and_unknown_used_or_expired_get_one_answer() {
+    let app = TestApp::new().await;
+    let _owner = app.sign_up("ada@acme.test", "acme").await;
+    let sign_up_token = app.emailed_token("ada@acme.test").await;
+
+    // Used.
+    let used = app
+        .post_json("/v1/auth/sign-up/verify", json!({"token": sign_up_token}))
+        .await;
+    let used_body = used.assert_problem(404, "invalid-token");
+    // Unknown (well-formed and not).
+    let unknown = app
+        .post_json(
+            "/v1/auth/magic-link/verify",
+            json!({"token": "A".repeat(43)}),
+        )
+        .await;
+    assert_eq!(unknown.assert_problem(404, "invalid-token"), used_body);
+    let garbage = app
+        .post_json("/v1/auth/magic-link/verify", json!({"token": "x"}))
+        .await;
+    assert_eq!(garbage.assert_problem(404, "invalid-token"), used_body);
+
+    // Expired: a sign-in link older than 15 minutes.
+    let asked = app
+        .post_json("/v1/auth/magic-link", json!({"email": "ada@acme.test"}))
+        .await;
+    assert_eq!(asked.status.as_u16(), 202);
+    app.smtp
+        .wait_for(2, std::time::Duration::from_secs(10))
+        .await;
+    let token = app.emailed_token("ada@acme.test").await;
+    app.clock.advance(Duration::minutes(16));
+    let expired = app
+        .post_json("/v1/auth/magic-link/verify", json!({"token": token}))
+        .await;
+    assert_eq!(expired.assert_problem(404, "invalid-token"), used_body);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn magic_link_answers_the_same_for_unknown_addresses_and_signs_in_known_ones() {
+    let app = TestApp::new().await;
+    let _owner = app.sign_up("ada@acme.test", "acme").await;
+    let unknown = app
+        .post_json("/v1/auth/magic-link", json!({"email": "nobody@acme.test"}))
+        .await;
+    let known = app
+        .post_json("/v1/auth/magic-link", json!({"email": "ADA@acme.test"}))
+        .await;
+    assert_eq!(unknown.status.as_u16(), 202);
+    assert_eq!(known.status.as_u16(), 202);
+    assert_eq!(unknown.body, known.body);
+
+    app.smtp
+        .wait_for(2, std::time::Duration::from_secs(10))
+        .await;
+    let token = app.emailed_token("ada@acme.test").await;
+    let signed_in = app
+        .post_json("/v1/auth/magic-link/verify", json!({"token": token}))
+        .await;
+    assert_eq!(signed_in.status.as_u16(), 200, "{}", signed_in.body);
+    let cookie = signed_in.header("set-cookie").expect("cookie");
+    assert!(cookie.starts_with("service_session="));
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax") && cookie.contains("Path=/")
+    );
+    assert!(
+        cookie.contains("Secure"),
+        "not plain http on localhost: Secure"
+    );
+    // Nothing was ever sent to the unknown address.
+    assert!(
+        app.smtp
+            .messages()
+            .await
+            .iter()
+            .all(|m| m.rcpt_to != ["nobody@acme.test"])
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_organization_that_enforces_single_sign_on_refuses_both_verify_operations() {
+    let app = TestApp::new().await;
+    let _owner = app.sign_up("ada@acme.test", "acme").await;
+    let org = organizations::Entity::find()
+        .filter(organizations::Column::Slug.eq("acme"))
+        .one(&app.state.db.orm)
+        .await
+        .expect("query")
+        .expect("org");
+    let mut enforced: organizations::ActiveModel = org.into();
+    enforced.sso_enforced = Set(true);
+    enforced.update(&app.state.db.orm).await.expect("update");
+
+    app.post_json("/v1/auth/magic-link", json!({"email": "ada@acme.test"}))
+        .await;
+    app.smtp
+        .wait_for(2, std::time::Duration::from_secs(10))
+        .await;
+    let token = app.emailed_token("ada@acme.test").await;
+    let refused = app
+        .post_json("/v1/auth/magic-link/verify", json!({"token": token}))
+        .await;
+    refused.assert_problem(403, "sso-required");
+
+    // Sign-up of another organization by the same person: also refused, nothing created.
+    app.post_json(
+        "/v1/auth/sign-up",
+        json!({"email": "ada@acme.test", "name": "Ada", "organization": {"name": "Two", "slug": "two"}}),
+    )
+    .await;
+    app.smtp
+        .wait_for(3, std::time::Duration::from_secs(10))
+        .await;
+    let token = app.emailed_token("ada@acme.test").await;
+    let refused = app
+        .post_json("/v1/auth/sign-up/verify", json!({"token": token}))
+        .await;
+    refused.assert_problem(403, "sso-required");
+    let orgs = organizations::Entity::find()
+        .count(&app.state.db.orm)
+        .await
+        .expect("count");
+    assert_eq!(orgs, 1, "no organization was created");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn bad_sign_up_input_is_refused_and_nothing_is_written() {
+    let app = TestApp::new().await;
+    let long_email = format!("{}@acme.test", "a".repeat(250));
+    let cases = [
+        json!({"email": "ada@acme.test", "name": "Ada"}),
+        json!({"email": long_email, "name": "Ada", "organization": {"name": "A", "slug": "acme"}}),
+        json!({"email": "ada@acme.test", "name": "x".repeat(256), "organization": {"name": "A", "slug": "acme"}}),
+        json!({"email": "ada@acme.test", "name": "Ada", "organization": {"name": "A", "slug": "AC"}}),
+        json!({"email": "not-an-email", "name": "Ada", "organization": {"name": "A", "slug": "acme"}}),
+        json!({"email": "ada@acme.test", "name": "Ada", "organization": {"name": "A", "slug": "acme"}, "plan": "enterprise"}),
+    ];
+    for body in cases {
+        let response = app.post_json("/v1/auth/sign-up", body.clone()).await;
+        response.assert_problem(400, "invalid-request");
+    }
+    let tokens = email_tokens::Entity::find()
+        .count(&app.state.db.orm)
+        .await
+        .expect("count");
+    assert_eq!(tokens, 0, "no token was issued");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_forged_cookie_is_unauthenticated_and_a_csrf_token_of_another_session_is_forbidden() {
+    let app = TestApp::new().await;
+    let ada = app.sign_up("ada@acme.test", "acme").await;
+    let bob = app.sign_up("bob@globex.test", "globex").await;
+
+    let forged = Session {
+        cookie: format!("service_session={}", "B".repeat(43)),
+        ..ada.clone()
+    };
+    let response = app
+        .call(As::Session(&forged), Method::GET, "/v1/me", None)
+        .await;
+    response.assert_problem(401, "unauthenticated");
+
+    let crossed = Session {
+        csrf: bob.csrf.clone(),
+        ..ada.clone()
+    };
+    let response = app
+        .call(
+            As::Session(&crossed),
+            Method::PATCH,
+            "/v1/me",
+            Some(json!({"name": "Eve"})),
+        )
+        .await;
+    response.assert_problem(403, "forbidden");
+    let response = app
+        .call(
+            As::SessionWithoutCsrf(&ada),
+            Method::PATCH,
+            "/v1/me",
+            Some(json!({"name": "Eve"})),
+        )
+        .await;
+    response.assert_problem(403, "forbidden");
+    let response = app
+        .call(
+            As::Session(&ada),
+            Method::PATCH,
+            "/v1/me",
+            Some(json!({"name": "Ada L.", "time_zone": "Europe/London"})),
+        )
+        .await;
+    assert_eq!(response.status.as_u16(), 200, "{}", response.body);
+    assert_eq!(response.json()["time_zone"], "Europe/London");
+    let response = app
+        .call(
+            As::Session(&ada),
+            Method::PATCH,
+            "/v1/me",
+            Some(json!({"time_zone": "Mars/Olympus"})),
+        )
+        .await;
+    response.assert_problem(400, "invalid-request");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sign_out_ends_the_session_and_idle_sessions_expire() {
+    let app = TestApp::new().await;
+    let ada = app.sign_up("ada@acme.test", "acme").await;
+    let out = app
+        .call(As::Session(&ada), Method::POST, "/v1/auth/sign-out", None)
+        .await;
+    assert_eq!(out.status.as_u16(), 204);
+    assert!(
+        out.header("set-cookie")
+            .is_some_and(|c| c.contains("Max-Age=0"))
+    );
+    let after = app
+        .call(As::Session(&ada), Method::GET, "/v1/me", None)
+        .await;
+    after.assert_problem(401, "unauthenticated");
+
+    // A fresh session left alone for 7 days ends.
+    app.post_json("/v1/auth/magic-link", json!({"email": "ada@acme.test"}))
+        .await;
+    app.smtp
+        .wait_for(2, std::time::Duration::from_secs(10))
+        .await;
+    let token = app.emailed_token("ada@acme.test").await;
+    let verified = app
+        .post_json("/v1/auth/magic-link/verify", json!({"token": token}))
+        .await;
+    let session = Session {
+        email: "ada@acme.test".into(),
+        cookie: session_cookie(&verified),
+        csrf: verified.json()["csrf_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    assert_eq!(
+        app.call(As::Session(&session), Method::GET, "/v1/me", None)
+            .await
+            .status
+            .as_u16(),
+        200
+    );
+    app.clock.advance(Duration::days(7));
+    let idle = app
+        .call(As::Session(&session), Method::GET, "/v1/me", None)
+        .await;
+    idle.assert_problem(401, "unauthenticated");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_per_address_limit_stops_inbox_flooding() {
+    let app = TestApp::new().await;
+    let _ada = app.sign_up("ada@acme.test", "acme").await;
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let r = app
+            .post_json("/v1/auth/magic-link", json!({"email": "ada@acme.test"}))
+            .await;
+        statuses.push(r.status.as_u16());
+    }
+    // The sign-up used one of the address's three; two more pass, then 429.
+    assert_eq!(statuses, [202, 202, 429, 429]);
+    // Another address is not affected.
+    let other = app
+        .post_json("/v1/auth/magic-link", json!({"email": "bob@acme.test"}))
+        .await;
+    assert_eq!(other.status.as_u16(), 202);
+    app.stop().await;
+}
