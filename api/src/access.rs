@@ -63,6 +63,8 @@ pub struct ApiToken(#[allow(dead_code)] Bearer);
 pub enum Via {
     Session {
         session_id: Uuid,
+        /// Never printed: `Secret` hides it from `Debug`.
+        csrf_token: platform::config::Secret<String>,
     },
     ApiToken {
         token_id: Uuid,
@@ -93,7 +95,15 @@ impl Caller {
 
     pub fn session_id(&self) -> Option<Uuid> {
         match self.via {
-            Via::Session { session_id } => Some(session_id),
+            Via::Session { session_id, .. } => Some(session_id),
+            Via::ApiToken { .. } => None,
+        }
+    }
+
+    /// The session's CSRF token (none for an API token).
+    pub fn csrf_token(&self) -> Option<&str> {
+        match &self.via {
+            Via::Session { csrf_token, .. } => Some(csrf_token.expose()),
             Via::ApiToken { .. } => None,
         }
     }
@@ -154,6 +164,7 @@ pub async fn authenticate(req: &Request) -> Result<Caller, ApiError> {
         account,
         via: Via::Session {
             session_id: session.id,
+            csrf_token: platform::config::Secret::new(session.csrf_token),
         },
         ip,
     })

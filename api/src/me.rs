@@ -1,6 +1,6 @@
 //! The signed-in person: who they are, their organizations and roles, their profile.
 
-use entities::{accounts, memberships, organizations, sessions};
+use entities::{accounts, memberships, organizations};
 use poem_openapi::{Object, OpenApi, payload::Json};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
@@ -81,13 +81,7 @@ async fn me(state: &AppState, caller: &crate::access::Caller) -> Result<Me, ApiE
         })
         .collect();
     organizations.sort_by(|a, b| a.slug.cmp(&b.slug));
-    let csrf_token = match caller.session_id() {
-        Some(id) => sessions::Entity::find_by_id(id)
-            .one(&state.db.orm)
-            .await?
-            .map(|s| s.csrf_token),
-        None => None,
-    };
+    let csrf_token = caller.csrf_token().map(str::to_owned);
     Ok(Me {
         id: platform::ids::format_id("usr", account.id),
         email: account.email.clone(),
