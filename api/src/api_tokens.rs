@@ -22,6 +22,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Administer, AdministerInPerson},
     tags::Tag,
+    text::Text,
 };
 
 #[derive(Object)]
@@ -29,10 +30,10 @@ use crate::{
 pub struct NewApiToken {
     /// What the token is for.
     #[oai(validator(max_length = 255))]
-    pub name: String,
+    pub name: Text,
     /// owner, admin, operator or viewer; no higher than the creator's own role.
     #[oai(validator(max_length = 16))]
-    pub role: String,
+    pub role: Text,
     /// When it stops working; absent never expires. Must be in the future.
     pub expires_at: Option<DateTime<Utc>>,
 }

@@ -23,6 +23,7 @@ use crate::{
     rate_limit::{self, Limit},
     roles::Role,
     tags::Tag,
+    text::Text,
 };
 
 /// One-time email tokens expire after this long.
@@ -44,7 +45,7 @@ const PER_ADDRESS: Limit = Limit {
 pub struct MagicLinkRequest {
     /// The address to send the sign-in link to.
     #[oai(validator(max_length = 254))]
-    pub email: String,
+    pub email: Text,
 }
 
 #[derive(Object)]
@@ -52,20 +53,20 @@ pub struct MagicLinkRequest {
 pub struct NewOrganization {
     /// Display name.
     #[oai(validator(max_length = 255))]
-    pub name: String,
+    pub name: Text,
     /// 3–40 lowercase letters, digits and hyphens; unique.
     #[oai(validator(max_length = 40))]
-    pub slug: String,
+    pub slug: Text,
 }
 
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
 pub struct SignUpRequest {
     #[oai(validator(max_length = 254))]
-    pub email: String,
+    pub email: Text,
     /// The person's name.
     #[oai(validator(max_length = 255))]
-    pub name: String,
+    pub name: Text,
     pub organization: NewOrganization,
 }
 
@@ -82,7 +83,7 @@ struct SignUpPayload {
 pub struct VerifyRequest {
     /// The token from the emailed link.
     #[oai(validator(max_length = 256))]
-    pub token: String,
+    pub token: Text,
 }
 
 /// The session result.

@@ -124,6 +124,50 @@ pub fn future(
     }
 }
 
+/// Most labels a host or enrollment token may carry (decisions §5).
+pub const MAX_LABELS: usize = 64;
+
+/// A label set: at most 64 labels; keys 1–63 characters of letters, digits, `-`, `_`, `.` and
+/// `/` (so that selectors such as `env=prod,tier in (web,db)` can name them); values at most
+/// 255 characters without control characters.
+pub fn labels<V: AsRef<str>>(
+    field: &str,
+    raw: &std::collections::BTreeMap<String, V>,
+) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+    if raw.len() > MAX_LABELS {
+        return Err(ApiError::invalid(format!(
+            "{field} may hold at most {MAX_LABELS} labels, not {}",
+            raw.len()
+        )));
+    }
+    for (key, value) in raw {
+        let value = value.as_ref();
+        if key.is_empty() {
+            return Err(ApiError::invalid(format!(
+                "{field}: a label key must not be empty"
+            )));
+        }
+        let key_ok = key.chars().count() <= 63
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+        if !key_ok {
+            return Err(ApiError::invalid(format!(
+                "{field}: label key {key:?} must be 1-63 letters, digits, '-', '_', '.' or '/'"
+            )));
+        }
+        if value.chars().count() > 255 || value.chars().any(char::is_control) {
+            return Err(ApiError::invalid(format!(
+                "{field}: the value of {key:?} must be at most 255 characters without control characters"
+            )));
+        }
+    }
+    Ok(raw
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_ref().to_owned()))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Administer, Role},
     tags::Tag,
+    text::Text,
 };
 
 pub const INVITATION_TTL: Duration = Duration::days(7);
@@ -36,10 +37,10 @@ pub const INVITATION_TTL: Duration = Duration::days(7);
 #[oai(deny_unknown_fields)]
 pub struct NewInvitation {
     #[oai(validator(max_length = 254))]
-    pub email: String,
+    pub email: Text,
     /// admin, operator or viewer; an invitation never grants owner.
     #[oai(validator(max_length = 16))]
-    pub role: String,
+    pub role: Text,
 }
 
 #[derive(Object)]

@@ -6,6 +6,7 @@ pub mod api_tokens;
 pub mod audit;
 pub mod auth;
 pub mod emails;
+pub mod enrollment_tokens;
 pub mod error;
 pub mod health;
 pub mod input;
@@ -20,6 +21,7 @@ pub mod roles;
 pub mod server;
 pub mod state;
 pub mod tags;
+pub mod text;
 
 use poem::{Endpoint, EndpointExt, Route};
 use poem_openapi::OpenApiService;
@@ -41,6 +43,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         invitations::InvitationsApi,
         api_tokens::ApiTokensApi,
         audit::AuditApi,
+        enrollment_tokens::EnrollmentTokensApi,
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("openapi_intro.md"))

@@ -10,6 +10,7 @@ use crate::{
     error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
     input,
     tags::Tag,
+    text::Text,
 };
 
 /// An organization the person belongs to, with their role there.
@@ -42,10 +43,10 @@ pub struct Me {
 pub struct MePatch {
     /// New name (1–255 characters); absent leaves it.
     #[oai(validator(max_length = 255))]
-    pub name: Option<String>,
+    pub name: Option<Text>,
     /// New IANA time zone such as `Europe/London`; absent leaves it.
     #[oai(validator(max_length = 64))]
-    pub time_zone: Option<String>,
+    pub time_zone: Option<Text>,
 }
 
 pub struct MeApi;

@@ -26,6 +26,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Administer, Role},
     tags::Tag,
+    text::Text,
 };
 
 #[derive(Object)]
@@ -44,7 +45,7 @@ pub struct Member {
 pub struct RoleChange {
     /// owner, admin, operator or viewer. Only an owner may grant or take away owner.
     #[oai(validator(max_length = 16))]
-    pub role: String,
+    pub role: Text,
 }
 
 #[derive(ApiResponse)]

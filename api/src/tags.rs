@@ -20,4 +20,6 @@ pub enum Tag {
     ApiTokens,
     /// The organization's audit log.
     Audit,
+    /// Tokens that admit hosts to the organization.
+    EnrollmentTokens,
 }

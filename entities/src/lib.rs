@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod api_tokens;
 pub mod audit_events;
 pub mod email_tokens;
+pub mod enrollment_tokens;
 pub mod invitations;
 pub mod memberships;
 pub mod organizations;

@@ -6,11 +6,15 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_identity;
+mod m20261122_000002_enrollment_tokens;
 
 pub struct Migrator;
 
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261122_000001_identity::Migration)]
+        vec![
+            Box::new(m20261122_000001_identity::Migration),
+            Box::new(m20261122_000002_enrollment_tokens::Migration),
+        ]
     }
 }

@@ -2,6 +2,7 @@
 
 mod access_walk;
 mod auth;
+mod enrollment_tokens;
 mod foundation;
 mod members;
 mod openapi;

@@ -1,0 +1,27 @@
+//! An enrollment token record (`etk_`); the `enr_` value itself is only kept as a hash.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "enrollment_tokens")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub name: String,
+    /// JSON object of labels put on every host that enrols with it.
+    pub labels: String,
+    pub token_hash: Vec<u8>,
+    pub max_uses: Option<i32>,
+    /// Hosts that enrolled and then checked in.
+    pub uses: i32,
+    pub expires_at: Option<DateTimeUtc>,
+    pub revoked_at: Option<DateTimeUtc>,
+    pub created_by: Uuid,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
