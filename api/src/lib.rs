@@ -8,7 +8,9 @@ pub mod auth;
 pub mod emails;
 pub mod enrollment_tokens;
 pub mod error;
+pub mod groups;
 pub mod health;
+pub mod hosts;
 pub mod input;
 pub mod invitations;
 pub mod me;
@@ -44,6 +46,8 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         api_tokens::ApiTokensApi,
         audit::AuditApi,
         enrollment_tokens::EnrollmentTokensApi,
+        hosts::HostsApi,
+        groups::GroupsApi,
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("openapi_intro.md"))

@@ -22,4 +22,8 @@ pub enum Tag {
     Audit,
     /// Tokens that admit hosts to the organization.
     EnrollmentTokens,
+    /// The fleet's hosts.
+    Hosts,
+    /// Groups of hosts: static and label-selected members.
+    Groups,
 }

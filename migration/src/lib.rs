@@ -7,6 +7,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_identity;
 mod m20261122_000002_enrollment_tokens;
+mod m20261122_000003_hosts_groups;
 
 pub struct Migrator;
 
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261122_000001_identity::Migration),
             Box::new(m20261122_000002_enrollment_tokens::Migration),
+            Box::new(m20261122_000003_hosts_groups::Migration),
         ]
     }
 }

@@ -186,3 +186,26 @@ impl Job for Housekeeping {
     const QUEUE: &'static str = "queue.housekeeping";
     const RETRIES: usize = 2;
 }
+
+/// Re-evaluate one host: label-group membership now; updates and proposals as they come.
+/// Idempotent: evaluating the same state twice changes nothing.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvaluateHost {
+    pub host_id: uuid::Uuid,
+}
+
+impl Job for EvaluateHost {
+    const QUEUE: &'static str = "host.evaluate";
+    const RETRIES: usize = 3;
+}
+
+/// Recompute which hosts a group's selector picks, after the selector changed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvaluateGroup {
+    pub group_id: uuid::Uuid,
+}
+
+impl Job for EvaluateGroup {
+    const QUEUE: &'static str = "group.evaluate";
+    const RETRIES: usize = 3;
+}

@@ -8,3 +8,4 @@ pub mod ids;
 pub mod jobs;
 pub mod runtime;
 pub mod secrets;
+pub mod selector;

@@ -178,3 +178,95 @@ impl TestApp {
         response.json()["token"].as_str().expect("token").to_owned()
     }
 }
+
+impl TestApp {
+    /// Inserts a host into organization `slug` directly (as enrolment would) and returns its
+    /// `hst_` id.
+    pub async fn host(&self, slug: &str, hostname: &str, labels: &[(&str, &str)]) -> String {
+        use entities::{host_labels, hosts};
+        let db = &self.state.db.orm;
+        let now = self.state.clock.now();
+        let org = organizations::Entity::find()
+            .filter(organizations::Column::Slug.eq(slug))
+            .one(db)
+            .await
+            .expect("query")
+            .expect("organization exists");
+        let labels: std::collections::BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let id = platform::ids::new_uuid();
+        hosts::ActiveModel {
+            id: Set(id),
+            org_id: Set(org.id),
+            machine_id: Set(format!("machine-{hostname}")),
+            hostname: Set(hostname.to_owned()),
+            display_name: Set(None),
+            notes: Set(None),
+            labels: Set(serde_json::to_string(&labels).expect("labels")),
+            distro: Set(Some("ubuntu".into())),
+            distro_version: Set(Some("24.04".into())),
+            distro_codename: Set(Some("noble".into())),
+            os_family: Set(Some("debian".into())),
+            arch: Set(Some("x86_64".into())),
+            kernel_version: Set(None),
+            virtualization: Set(None),
+            agent_version: Set(None),
+            agent_mode: Set(None),
+            agent_permissions: Set(None),
+            agent_install: Set(None),
+            cloud: Set(None),
+            frozen: Set(None),
+            snapshots: Set(None),
+            reboot_required: Set(None),
+            services_need_restart: Set("[]".into()),
+            held_packages: Set("[]".into()),
+            updates_total: Set(None),
+            updates_security: Set(None),
+            updates_requiring_reboot: Set(None),
+            advisory_coverage: Set("unknown_release".into()),
+            status: Set("pending".into()),
+            enrollment_token_id: Set(None),
+            inventory_digest: Set(None),
+            check_in_interval_s: Set(300),
+            enrolled_at: Set(now),
+            last_seen_at: Set(None),
+            last_inventory_at: Set(None),
+            cert_expires_at: Set(None),
+            decommissioned_at: Set(None),
+            updated_at: Set(now),
+        }
+        .insert(db)
+        .await
+        .expect("host");
+        for (key, value) in &labels {
+            host_labels::ActiveModel {
+                org_id: Set(org.id),
+                host_id: Set(id),
+                key: Set(key.clone()),
+                value: Set(value.clone()),
+            }
+            .insert(db)
+            .await
+            .expect("label");
+        }
+        platform::ids::format_id("hst", id)
+    }
+
+    /// Polls `check` until it holds (background jobs), failing after `timeout`.
+    pub async fn eventually<F, Fut>(&self, timeout: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !check().await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "condition not met within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

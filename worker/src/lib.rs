@@ -21,7 +21,9 @@ use platform::{
     clock::SharedClock,
     config::Config,
     db::{Database, Pool},
-    jobs::{Housekeeping, Job, SendEmail, postgres_config, sqlite_config},
+    jobs::{
+        EvaluateGroup, EvaluateHost, Housekeeping, Job, SendEmail, postgres_config, sqlite_config,
+    },
 };
 use tokio_util::sync::CancellationToken;
 
@@ -145,6 +147,22 @@ pub async fn run(
         options,
         Housekeeping,
         jobs::housekeeping::run
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        EvaluateHost,
+        jobs::evaluate::host
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        EvaluateGroup,
+        jobs::evaluate::group
     );
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor

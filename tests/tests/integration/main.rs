@@ -4,6 +4,7 @@ mod access_walk;
 mod auth;
 mod enrollment_tokens;
 mod foundation;
+mod hosts_groups;
 mod members;
 mod openapi;
 mod queue;

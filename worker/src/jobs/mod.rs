@@ -1,4 +1,5 @@
 //! One module per job type: the handler, its dependencies injected, abort versus retry explicit.
 
+pub mod evaluate;
 pub mod housekeeping;
 pub mod send_email;

@@ -1,0 +1,455 @@
+//! Groups of hosts: static members (replaced whole by `PUT …/hosts`) and label-selected members
+//! (from the group's selector, kept current by host evaluation).
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use entities::{group_hosts, groups, hosts};
+use poem_openapi::{
+    ApiResponse, Object, OpenApi,
+    param::{Path, Query},
+    payload::Json,
+    types::MaybeUndefined,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set, TransactionTrait,
+};
+use uuid::Uuid;
+
+use crate::{
+    AppState,
+    access::org,
+    audit::Entry,
+    error::{
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
+    input,
+    paging::{Cursor, Page, page_limit},
+    roles::{Operate, ReadFleet},
+    tags::Tag,
+    text::Text,
+};
+use platform::selector::Selector;
+
+const STATIC: &str = "static";
+const LABEL: &str = "label";
+/// Most hosts one `PUT …/hosts` may name.
+pub const MAX_STATIC_HOSTS: usize = 10_000;
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct NewGroup {
+    /// Unique in the organization (1–255 characters).
+    #[oai(validator(max_length = 255))]
+    pub name: Text,
+    /// Label selector: `key=value`, `key!=value`, `key in (a,b)`, `key` (exists), AND-ed with
+    /// commas. Hosts it picks are members besides the static ones.
+    pub selector: Option<Text>,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct GroupPatch {
+    /// New name; absent leaves it.
+    #[oai(validator(max_length = 255))]
+    pub name: Option<Text>,
+    /// New selector; null removes it (no label-selected members); absent leaves it.
+    pub selector: MaybeUndefined<Text>,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct StaticHosts {
+    /// The whole static member set, as `hst_` ids of this organization.
+    pub hosts: Vec<Text>,
+}
+
+/// The group host membership result.
+#[derive(Object)]
+pub struct StaticHostsResult {
+    pub static_hosts: i64,
+}
+
+#[derive(Object)]
+pub struct Group {
+    /// `grp_` id.
+    pub id: String,
+    pub name: String,
+    pub selector: Option<String>,
+    /// Hosts set by `PUT …/hosts`.
+    pub static_hosts: i64,
+    /// Hosts the selector picks (as of the last evaluation).
+    pub label_hosts: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(ApiResponse)]
+pub enum Created {
+    /// Created; label-selected members are computed in the background.
+    #[oai(status = 201)]
+    Created(Json<Group>),
+}
+
+#[derive(ApiResponse)]
+pub enum Deleted {
+    /// Deleted; its hosts are untouched.
+    #[oai(status = 204)]
+    Deleted,
+}
+
+async fn count<C: ConnectionTrait>(db: &C, group_id: Uuid, source: &str) -> Result<i64, ApiError> {
+    Ok(group_hosts::Entity::find()
+        .filter(group_hosts::Column::GroupId.eq(group_id))
+        .filter(group_hosts::Column::Source.eq(source))
+        .count(db)
+        .await? as i64)
+}
+
+async fn view<C: ConnectionTrait>(db: &C, row: groups::Model) -> Result<Group, ApiError> {
+    Ok(Group {
+        id: platform::ids::format_id("grp", row.id),
+        static_hosts: count(db, row.id, STATIC).await?,
+        label_hosts: count(db, row.id, LABEL).await?,
+        name: row.name,
+        selector: row.selector,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+fn selector(raw: Option<&str>) -> Result<Option<String>, ApiError> {
+    match raw.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(text) => Selector::parse(text)
+            .map(|_| Some(text.to_owned()))
+            .map_err(|e| ApiError::invalid(format!("selector: {e}"))),
+    }
+}
+
+async fn find_group<C: ConnectionTrait>(
+    db: &C,
+    org_id: Uuid,
+    raw: &str,
+) -> Result<groups::Model, ApiError> {
+    let id = platform::ids::parse_id("grp", raw).ok_or(ApiError::NotFound)?;
+    groups::Entity::find_by_id(id)
+        .filter(groups::Column::OrgId.eq(org_id))
+        .one(db)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+/// A unique violation on the group name is a conflict.
+fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
+    if matches!(
+        err.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    ) {
+        ApiError::Conflict(format!("A group named {name:?} exists."))
+    } else {
+        err.into()
+    }
+}
+
+type Mutation = Errors<(
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+    TooManyRequests,
+)>;
+
+pub struct GroupsApi;
+
+#[OpenApi(tag = "Tag::Groups")]
+impl GroupsApi {
+    /// Create a group. A name in use is 409 `conflict`; a malformed selector 400.
+    #[oai(
+        path = "/v1/orgs/:org/groups",
+        method = "post",
+        operation_id = "createGroup"
+    )]
+    async fn create(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        body: Json<NewGroup>,
+    ) -> Result<Created, Mutation> {
+        let name = input::name("name", &body.name)?;
+        let selector = selector(body.selector.as_deref())?;
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let row = groups::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            org_id: Set(org.org_id()),
+            name: Set(name.clone()),
+            selector: Set(selector.clone()),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(&txn)
+        .await
+        .map_err(|e| name_taken(e, &name))?;
+        Entry::new("group.created")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("group", platform::ids::format_id("grp", row.id))
+            .details(serde_json::json!({ "name": name, "selector": selector }))
+            .write(&txn, now)
+            .await?;
+        let group = view(&txn, row.clone()).await?;
+        txn.commit().await?;
+        if row.selector.is_some() {
+            state
+                .queue
+                .push(platform::jobs::EvaluateGroup { group_id: row.id })
+                .await?;
+        }
+        Ok(Created::Created(Json(group)))
+    }
+
+    /// The organization's groups, by name.
+    #[oai(
+        path = "/v1/orgs/:org/groups",
+        method = "get",
+        operation_id = "listGroups"
+    )]
+    async fn list(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<Group>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let mut query = groups::Entity::find()
+            .filter(groups::Column::OrgId.eq(org.org_id()))
+            .order_by_asc(groups::Column::Id)
+            .limit(u64::from(limit) + 1);
+        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(groups::Column::Id.gt(after));
+        }
+        let mut rows = query.all(&state.db.orm).await?;
+        let next_cursor = (rows.len() > limit as usize)
+            .then(|| rows.get(limit as usize - 1).map(|g| Cursor::encode(g.id)))
+            .flatten();
+        rows.truncate(limit as usize);
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows {
+            items.push(view(&state.db.orm, row).await?);
+        }
+        Ok(Json(Page { items, next_cursor }))
+    }
+
+    /// One group.
+    #[oai(
+        path = "/v1/orgs/:org/groups/:group_id",
+        method = "get",
+        operation_id = "getGroup"
+    )]
+    async fn get(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// The group's id (`grp_`).
+        group_id: Path<String>,
+    ) -> Result<Json<Group>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+        let row = find_group(&state.db.orm, org.org_id(), &group_id).await?;
+        Ok(Json(view(&state.db.orm, row).await?))
+    }
+
+    /// Rename a group or change its selector (which re-evaluates its label-selected members).
+    #[oai(
+        path = "/v1/orgs/:org/groups/:group_id",
+        method = "patch",
+        operation_id = "updateGroup"
+    )]
+    async fn patch(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The group's id (`grp_`).
+        group_id: Path<String>,
+        body: Json<GroupPatch>,
+    ) -> Result<Json<Group>, Mutation> {
+        let body = body.0;
+        let name = body
+            .name
+            .as_deref()
+            .map(|n| input::name("name", n))
+            .transpose()?;
+        let new_selector = match &body.selector {
+            MaybeUndefined::Undefined => None,
+            MaybeUndefined::Null => Some(None),
+            MaybeUndefined::Value(text) => Some(selector(Some(text))?),
+        };
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let row = find_group(&txn, org.org_id(), &group_id).await?;
+        let mut changed: groups::ActiveModel = row.clone().into();
+        if let Some(name) = &name {
+            changed.name = Set(name.clone());
+        }
+        let selector_changed = new_selector.as_ref().is_some_and(|s| *s != row.selector);
+        if let Some(selector) = new_selector {
+            changed.selector = Set(selector);
+        }
+        changed.updated_at = Set(now);
+        let updated = changed
+            .update(&txn)
+            .await
+            .map_err(|e| name_taken(e, name.as_deref().unwrap_or_default()))?;
+        Entry::new("group.updated")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("group", platform::ids::format_id("grp", row.id))
+            .details(serde_json::json!({ "name": updated.name, "selector": updated.selector }))
+            .write(&txn, now)
+            .await?;
+        let group = view(&txn, updated).await?;
+        txn.commit().await?;
+        if selector_changed {
+            state
+                .queue
+                .push(platform::jobs::EvaluateGroup { group_id: row.id })
+                .await?;
+        }
+        Ok(Json(group))
+    }
+
+    /// Delete a group; its hosts are untouched.
+    #[oai(
+        path = "/v1/orgs/:org/groups/:group_id",
+        method = "delete",
+        operation_id = "deleteGroup"
+    )]
+    async fn delete(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The group's id (`grp_`).
+        group_id: Path<String>,
+    ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let row = find_group(&txn, org.org_id(), &group_id).await?;
+        group_hosts::Entity::delete_many()
+            .filter(group_hosts::Column::GroupId.eq(row.id))
+            .exec(&txn)
+            .await?;
+        groups::Entity::delete_by_id(row.id).exec(&txn).await?;
+        Entry::new("group.deleted")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("group", platform::ids::format_id("grp", row.id))
+            .details(serde_json::json!({ "name": row.name }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        Ok(Deleted::Deleted)
+    }
+
+    /// Replace the group's whole static member set; label-selected members are unaffected. An
+    /// id that is not a host of this organization is 400 `invalid-request` and nothing is
+    /// changed. At most 10,000 ids; duplicates count once.
+    #[oai(
+        path = "/v1/orgs/:org/groups/:group_id/hosts",
+        method = "put",
+        operation_id = "setGroupHosts"
+    )]
+    async fn set_hosts(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The group's id (`grp_`).
+        group_id: Path<String>,
+        body: Json<StaticHosts>,
+    ) -> Result<
+        Json<StaticHostsResult>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        if body.hosts.len() > MAX_STATIC_HOSTS {
+            return Err(ApiError::invalid(format!("hosts: at most {MAX_STATIC_HOSTS} ids")).into());
+        }
+        let mut wanted = BTreeSet::new();
+        for raw in &body.hosts {
+            let id = platform::ids::parse_id("hst", raw).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "hosts: {:?} is not a host of this organization",
+                    raw.0
+                ))
+            })?;
+            wanted.insert(id);
+        }
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let group = find_group(&txn, org.org_id(), &group_id).await?;
+        let ids: Vec<Uuid> = wanted.iter().copied().collect();
+        let mut known = BTreeSet::new();
+        for chunk in ids.chunks(500) {
+            let found: Vec<Uuid> = hosts::Entity::find()
+                .select_only()
+                .column(hosts::Column::Id)
+                .filter(hosts::Column::OrgId.eq(org.org_id()))
+                .filter(hosts::Column::Id.is_in(chunk.to_vec()))
+                .into_tuple()
+                .all(&txn)
+                .await?;
+            known.extend(found);
+        }
+        if let Some(missing) = wanted.difference(&known).next() {
+            return Err(ApiError::invalid(format!(
+                "hosts: {} is not a host of this organization; nothing was changed",
+                platform::ids::format_id("hst", *missing)
+            ))
+            .into());
+        }
+        group_hosts::Entity::delete_many()
+            .filter(group_hosts::Column::GroupId.eq(group.id))
+            .filter(group_hosts::Column::Source.eq(STATIC))
+            .exec(&txn)
+            .await?;
+        for chunk in ids.chunks(500) {
+            group_hosts::Entity::insert_many(chunk.iter().map(|host_id| {
+                group_hosts::ActiveModel {
+                    group_id: Set(group.id),
+                    source: Set(STATIC.to_owned()),
+                    host_id: Set(*host_id),
+                }
+            }))
+            .exec(&txn)
+            .await?;
+        }
+        Entry::new("group.hosts_set")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("group", platform::ids::format_id("grp", group.id))
+            .details(serde_json::json!({ "static_hosts": ids.len() }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        Ok(Json(StaticHostsResult {
+            static_hosts: ids.len() as i64,
+        }))
+    }
+}

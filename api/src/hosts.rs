@@ -1,0 +1,676 @@
+//! Hosts for members: list with filters, detail, edit (display name, notes, labels),
+//! decommission, and the host's event history.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use entities::{group_hosts, groups, host_events, host_labels, hosts};
+use poem_openapi::{
+    ApiResponse, Object, OpenApi,
+    param::{Path, Query},
+    payload::Json,
+    types::MaybeUndefined,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set, TransactionTrait, sea_query::Query as SqlQuery,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::{
+    AppState,
+    access::org,
+    audit::Entry,
+    error::{
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
+        Unauthorized,
+    },
+    input,
+    paging::{Cursor, Page, page_limit},
+    roles::{Operate, ReadFleet},
+    tags::Tag,
+    text::Text,
+};
+use platform::selector::{Requirement, Selector};
+
+pub const MAX_DISPLAY_NAME: usize = 255;
+pub const MAX_NOTES: usize = 10_000;
+
+/// Update counts; null on the host means never evaluated (not zero).
+#[derive(Object)]
+pub struct UpdateCounts {
+    pub total: i64,
+    pub security: i64,
+    /// Updates that will leave the host needing a reboot.
+    pub requiring_reboot: i64,
+}
+
+#[derive(Object)]
+pub struct GroupRef {
+    /// `grp_` id.
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Object)]
+pub struct ProposalRef {
+    /// `prp_` id.
+    pub id: String,
+    pub number: i64,
+    pub status: String,
+    pub title: String,
+}
+
+/// A host. Fields the agent has not reported are null; JSON-shaped facts are passed through as
+/// the agent reported them.
+#[derive(Object)]
+pub struct Host {
+    /// `hst_` id.
+    pub id: String,
+    pub hostname: String,
+    pub display_name: Option<String>,
+    pub notes: Option<String>,
+    /// Identity within the organization; hostnames change and repeat.
+    pub machine_id: String,
+    /// A label is a selector, so the type matters: string to string.
+    pub labels: BTreeMap<String, String>,
+    pub distro: Option<String>,
+    pub distro_version: Option<String>,
+    pub os_family: Option<String>,
+    pub arch: Option<String>,
+    pub kernel_version: Option<String>,
+    pub virtualization: Option<String>,
+    pub agent_version: Option<String>,
+    pub agent_mode: Option<String>,
+    /// A ceiling set by the host's own agent configuration; the server may narrow it, never
+    /// widen it.
+    pub agent_permissions: Vec<String>,
+    /// `{method, channel?}`; absent for an agent too old to say.
+    #[oai(skip_serializing_if_is_none)]
+    pub agent_install: Option<Value>,
+    /// pending (enrolled, never checked in), online, offline (no check-in for 3 intervals),
+    /// decommissioned; unknown values pass through.
+    pub status: String,
+    pub enrolled_at: DateTime<Utc>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    pub last_inventory_at: Option<DateTime<Utc>>,
+    pub cert_expires_at: Option<DateTime<Utc>>,
+    pub decommissioned_at: Option<DateTime<Utc>>,
+    /// Null means the host cannot say, which is not false.
+    pub reboot_required: Option<bool>,
+    pub services_need_restart: Vec<String>,
+    /// An update for a held package will not install.
+    pub held_packages: Vec<String>,
+    /// Null means never evaluated, not zero.
+    pub updates: Option<UpdateCounts>,
+    /// covered, no_feed (every update unrated, which is not safe) or unknown_release.
+    pub advisory_coverage: String,
+    /// `{kind, pinned, latest?, behind}`: package sources pinned in time, so zero updates on a
+    /// frozen host is not patched.
+    pub frozen: Option<Value>,
+    /// `{provider?, reason}`; null means an agent too old to say.
+    pub snapshots: Option<Value>,
+    /// `{provider, region, instance_id}`.
+    pub cloud: Option<Value>,
+    pub groups: Vec<GroupRef>,
+    /// Open proposals only, newest first.
+    pub proposals: Vec<ProposalRef>,
+}
+
+fn json_list(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+fn json_value(text: Option<&str>) -> Option<Value> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+}
+
+pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>) -> Host {
+    let updates = match (
+        row.updates_total,
+        row.updates_security,
+        row.updates_requiring_reboot,
+    ) {
+        (Some(total), Some(security), Some(requiring_reboot)) => Some(UpdateCounts {
+            total: total.into(),
+            security: security.into(),
+            requiring_reboot: requiring_reboot.into(),
+        }),
+        _ => None,
+    };
+    Host {
+        id: platform::ids::format_id("hst", row.id),
+        labels: serde_json::from_str(&row.labels).unwrap_or_default(),
+        agent_permissions: row
+            .agent_permissions
+            .as_deref()
+            .map(json_list)
+            .unwrap_or_default(),
+        agent_install: json_value(row.agent_install.as_deref()),
+        services_need_restart: json_list(&row.services_need_restart),
+        held_packages: json_list(&row.held_packages),
+        frozen: json_value(row.frozen.as_deref()),
+        snapshots: json_value(row.snapshots.as_deref()),
+        cloud: json_value(row.cloud.as_deref()),
+        hostname: row.hostname,
+        display_name: row.display_name,
+        notes: row.notes,
+        machine_id: row.machine_id,
+        distro: row.distro,
+        distro_version: row.distro_version,
+        os_family: row.os_family,
+        arch: row.arch,
+        kernel_version: row.kernel_version,
+        virtualization: row.virtualization,
+        agent_version: row.agent_version,
+        agent_mode: row.agent_mode,
+        status: row.status,
+        enrolled_at: row.enrolled_at,
+        last_seen_at: row.last_seen_at,
+        last_inventory_at: row.last_inventory_at,
+        cert_expires_at: row.cert_expires_at,
+        decommissioned_at: row.decommissioned_at,
+        reboot_required: row.reboot_required,
+        updates,
+        advisory_coverage: row.advisory_coverage,
+        groups,
+        proposals: Vec::new(),
+    }
+}
+
+/// The groups a host belongs to (static or by label), by name.
+async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<GroupRef>, ApiError> {
+    let ids: Vec<Uuid> = group_hosts::Entity::find()
+        .filter(group_hosts::Column::HostId.eq(host_id))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| m.group_id)
+        .collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut found: Vec<GroupRef> = groups::Entity::find()
+        .filter(groups::Column::Id.is_in(ids))
+        .order_by_asc(groups::Column::Name)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|g| GroupRef {
+            id: platform::ids::format_id("grp", g.id),
+            name: g.name,
+        })
+        .collect();
+    found.dedup_by(|a, b| a.id == b.id);
+    Ok(found)
+}
+
+/// The host `raw_id` of organization `org_id`, or `not-found`.
+pub async fn find_host<C: ConnectionTrait>(
+    db: &C,
+    org_id: Uuid,
+    raw_id: &str,
+) -> Result<hosts::Model, ApiError> {
+    let id = platform::ids::parse_id("hst", raw_id).ok_or(ApiError::NotFound)?;
+    hosts::Entity::find_by_id(id)
+        .filter(hosts::Column::OrgId.eq(org_id))
+        .one(db)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+/// Rewrites a host's indexed label rows to match `labels`.
+pub async fn store_labels<C: ConnectionTrait>(
+    db: &C,
+    org_id: Uuid,
+    host_id: Uuid,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), sea_orm::DbErr> {
+    host_labels::Entity::delete_many()
+        .filter(host_labels::Column::HostId.eq(host_id))
+        .exec(db)
+        .await?;
+    if !labels.is_empty() {
+        host_labels::Entity::insert_many(labels.iter().map(|(key, value)| {
+            host_labels::ActiveModel {
+                org_id: Set(org_id),
+                host_id: Set(host_id),
+                key: Set(key.clone()),
+                value: Set(value.clone()),
+            }
+        }))
+        .exec(db)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Records a host event.
+pub async fn record_event<C: ConnectionTrait>(
+    db: &C,
+    host: &hosts::Model,
+    kind: &str,
+    details: Option<Value>,
+    at: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    host_events::ActiveModel {
+        id: Set(platform::ids::new_uuid()),
+        org_id: Set(host.org_id),
+        host_id: Set(host.id),
+        kind: Set(kind.to_owned()),
+        details: Set(details.map(|d| d.to_string())),
+        created_at: Set(at),
+    }
+    .insert(db)
+    .await
+    .map(|_| ())
+}
+
+/// A condition selecting the hosts of `org_id` whose labels satisfy `selector`.
+fn selector_condition(org_id: Uuid, selector: &Selector) -> Condition {
+    let mut condition = Condition::all();
+    let labelled = |key: &str, values: Option<Vec<String>>| {
+        let mut sub = SqlQuery::select();
+        sub.column(host_labels::Column::HostId)
+            .from(host_labels::Entity)
+            .and_where(host_labels::Column::OrgId.eq(org_id))
+            .and_where(host_labels::Column::Key.eq(key));
+        if let Some(values) = values {
+            sub.and_where(host_labels::Column::Value.is_in(values));
+        }
+        sub.to_owned()
+    };
+    for requirement in &selector.0 {
+        condition = condition.add(match requirement {
+            Requirement::Equals(k, v) => {
+                hosts::Column::Id.in_subquery(labelled(k, Some(vec![v.clone()])))
+            }
+            Requirement::NotEquals(k, v) => {
+                hosts::Column::Id.not_in_subquery(labelled(k, Some(vec![v.clone()])))
+            }
+            Requirement::In(k, vs) => hosts::Column::Id.in_subquery(labelled(k, Some(vs.clone()))),
+            Requirement::Exists(k) => hosts::Column::Id.in_subquery(labelled(k, None)),
+        });
+    }
+    condition
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct HostPatch {
+    /// At most 255 characters; null clears it; absent leaves it.
+    pub display_name: MaybeUndefined<Text>,
+    /// At most 10,000 characters; null clears them; absent leaves them.
+    pub notes: MaybeUndefined<Text>,
+    /// Replaces the whole set (never merges): at most 64; keys 1–63 letters, digits, `-`, `_`,
+    /// `.`, `/`; values at most 255 characters. A change queues the host for evaluation.
+    pub labels: Option<BTreeMap<String, Text>>,
+}
+
+/// A host event.
+#[derive(Object)]
+pub struct HostEvent {
+    /// `evt_` id.
+    pub id: String,
+    /// enrolled, checked_in_after_gap, labels_changed, went_offline, decommissioned, job_ran, …
+    pub kind: String,
+    pub details: Option<Value>,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(ApiResponse)]
+pub enum Decommissioned {
+    /// Decommissioned: its certificate stops working at once and it no longer counts for
+    /// billing.
+    #[oai(status = 200)]
+    Ok(Json<Host>),
+}
+
+type HostErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
+
+fn optional_text(
+    field: &str,
+    value: MaybeUndefined<Text>,
+    max: usize,
+) -> Result<MaybeUndefined<String>, ApiError> {
+    Ok(match value {
+        MaybeUndefined::Undefined => MaybeUndefined::Undefined,
+        MaybeUndefined::Null => MaybeUndefined::Null,
+        MaybeUndefined::Value(text) => {
+            if text.chars().count() > max {
+                return Err(ApiError::invalid(format!(
+                    "{field} must be at most {max} characters"
+                )));
+            }
+            let trimmed = text.trim();
+            if trimmed.is_empty() {
+                MaybeUndefined::Null
+            } else {
+                MaybeUndefined::Value(trimmed.to_owned())
+            }
+        }
+    })
+}
+
+pub struct HostsApi;
+
+#[OpenApi(tag = "Tag::Hosts")]
+impl HostsApi {
+    /// The organization's hosts, oldest enrolment first. Filters combine: `selector` (label
+    /// selector such as `env=prod,tier in (web,db)`), `group` (`grp_` id), `status`, `distro`,
+    /// `q` (text in hostname or display name), `reboot_required`, `has_security_updates`.
+    #[oai(
+        path = "/v1/orgs/:org/hosts",
+        method = "get",
+        operation_id = "listHosts"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        selector: Query<Option<String>>,
+        group: Query<Option<String>>,
+        status: Query<Option<String>>,
+        distro: Query<Option<String>>,
+        q: Query<Option<String>>,
+        reboot_required: Query<Option<bool>>,
+        has_security_updates: Query<Option<bool>>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<Host>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let mut query = hosts::Entity::find()
+            .filter(hosts::Column::OrgId.eq(org.org_id()))
+            .order_by_asc(hosts::Column::Id)
+            .limit(u64::from(limit) + 1);
+        if let Some(text) = selector.0.as_deref().filter(|s| !s.trim().is_empty()) {
+            let parsed =
+                Selector::parse(text).map_err(|e| ApiError::invalid(format!("selector: {e}")))?;
+            query = query.filter(selector_condition(org.org_id(), &parsed));
+        }
+        if let Some(group) = group.0.as_deref() {
+            let group_id = platform::ids::parse_id("grp", group)
+                .ok_or_else(|| ApiError::invalid("group must be a grp_ id"))?;
+            let members = SqlQuery::select()
+                .column(group_hosts::Column::HostId)
+                .from(group_hosts::Entity)
+                .and_where(group_hosts::Column::GroupId.eq(group_id))
+                .to_owned();
+            query = query.filter(hosts::Column::Id.in_subquery(members));
+        }
+        if let Some(status) = status.0 {
+            query = query.filter(hosts::Column::Status.eq(status));
+        }
+        if let Some(distro) = distro.0 {
+            query = query.filter(hosts::Column::Distro.eq(distro));
+        }
+        if let Some(text) = q.0.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            query = query.filter(
+                Condition::any()
+                    .add(hosts::Column::Hostname.contains(text))
+                    .add(hosts::Column::DisplayName.contains(text)),
+            );
+        }
+        if let Some(flag) = reboot_required.0 {
+            query = query.filter(hosts::Column::RebootRequired.eq(flag));
+        }
+        if let Some(flag) = has_security_updates.0 {
+            query = query.filter(if flag {
+                hosts::Column::UpdatesSecurity.gt(0)
+            } else {
+                hosts::Column::UpdatesSecurity.eq(0)
+            });
+        }
+        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(hosts::Column::Id.gt(after));
+        }
+        let rows = query.all(&state.db.orm).await?;
+        // Group names for the page in one query.
+        let ids: Vec<Uuid> = rows.iter().map(|h| h.id).collect();
+        let memberships = group_hosts::Entity::find()
+            .filter(group_hosts::Column::HostId.is_in(ids))
+            .all(&state.db.orm)
+            .await?;
+        let group_ids: Vec<Uuid> = memberships.iter().map(|m| m.group_id).collect();
+        let names: BTreeMap<Uuid, String> = groups::Entity::find()
+            .filter(groups::Column::Id.is_in(group_ids))
+            .all(&state.db.orm)
+            .await?
+            .into_iter()
+            .map(|g| (g.id, g.name))
+            .collect();
+        Ok(Json(Page::from_rows(
+            rows,
+            limit,
+            |h| h.id,
+            |h| {
+                let mut refs: Vec<GroupRef> = memberships
+                    .iter()
+                    .filter(|m| m.host_id == h.id)
+                    .filter_map(|m| {
+                        names.get(&m.group_id).map(|name| GroupRef {
+                            id: platform::ids::format_id("grp", m.group_id),
+                            name: name.clone(),
+                        })
+                    })
+                    .collect();
+                refs.sort_by(|a, b| a.name.cmp(&b.name));
+                refs.dedup_by(|a, b| a.id == b.id);
+                host_view(h, refs)
+            },
+        )))
+    }
+
+    /// One host, with its groups and open proposals.
+    #[oai(
+        path = "/v1/orgs/:org/hosts/:host_id",
+        method = "get",
+        operation_id = "getHost"
+    )]
+    async fn get(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// The host's id (`hst_`).
+        host_id: Path<String>,
+    ) -> Result<Json<Host>, HostErrors> {
+        let host = find_host(&state.db.orm, org.org_id(), &host_id).await?;
+        let groups = groups_of(&state.db.orm, host.id).await?;
+        Ok(Json(host_view(host, groups)))
+    }
+
+    /// Edit a host: every field optional, an absent field left alone. `labels` replaces the
+    /// whole set, never merges, and queues the host for evaluation so its proposals and label
+    /// groups catch up. 400 for too many labels, an empty key, or a display name (over 255) or
+    /// notes (over 10,000 characters) that are too long.
+    #[oai(
+        path = "/v1/orgs/:org/hosts/:host_id",
+        method = "patch",
+        operation_id = "updateHost"
+    )]
+    async fn patch(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The host's id (`hst_`).
+        host_id: Path<String>,
+        body: Json<HostPatch>,
+    ) -> Result<
+        Json<Host>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let body = body.0;
+        let display_name = optional_text("display_name", body.display_name, MAX_DISPLAY_NAME)?;
+        let notes = optional_text("notes", body.notes, MAX_NOTES)?;
+        let labels = body
+            .labels
+            .as_ref()
+            .map(|l| input::labels("labels", l))
+            .transpose()?;
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let host = find_host(&txn, org.org_id(), &host_id).await?;
+        let old_labels: BTreeMap<String, String> =
+            serde_json::from_str(&host.labels).unwrap_or_default();
+        let mut changed: hosts::ActiveModel = host.clone().into();
+        match display_name {
+            MaybeUndefined::Undefined => {}
+            MaybeUndefined::Null => changed.display_name = Set(None),
+            MaybeUndefined::Value(v) => changed.display_name = Set(Some(v)),
+        }
+        match notes {
+            MaybeUndefined::Undefined => {}
+            MaybeUndefined::Null => changed.notes = Set(None),
+            MaybeUndefined::Value(v) => changed.notes = Set(Some(v)),
+        }
+        let labels_changed = labels.as_ref().is_some_and(|l| *l != old_labels);
+        if let Some(labels) = &labels {
+            changed.labels =
+                Set(serde_json::to_string(labels).map_err(|e| ApiError::Internal(e.into()))?);
+        }
+        changed.updated_at = Set(now);
+        let updated = changed.update(&txn).await?;
+        if let (true, Some(labels)) = (labels_changed, &labels) {
+            store_labels(&txn, org.org_id(), host.id, labels).await?;
+            record_event(
+                &txn,
+                &updated,
+                "labels_changed",
+                Some(serde_json::json!({"from": old_labels, "to": labels})),
+                now,
+            )
+            .await?;
+        }
+        Entry::new("host.updated")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("host", platform::ids::format_id("hst", host.id))
+            .write(&txn, now)
+            .await?;
+        let groups = groups_of(&txn, host.id).await?;
+        txn.commit().await?;
+        if labels_changed {
+            state
+                .queue
+                .push(platform::jobs::EvaluateHost { host_id: host.id })
+                .await?;
+        }
+        Ok(Json(host_view(updated, groups)))
+    }
+
+    /// Decommission a host: its certificate stops working at once and it stops counting for
+    /// billing. An already decommissioned host is 409 `invalid-state`.
+    #[oai(
+        path = "/v1/orgs/:org/hosts/:host_id/decommission",
+        method = "post",
+        operation_id = "decommissionHost"
+    )]
+    async fn decommission(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The host's id (`hst_`).
+        host_id: Path<String>,
+    ) -> Result<
+        Decommissioned,
+        Errors<(Unauthorized, Forbidden, NotFound, Conflict, TooManyRequests)>,
+    > {
+        let now = state.clock.now();
+        let txn = state.db.orm.begin().await?;
+        let host = find_host(&txn, org.org_id(), &host_id).await?;
+        if host.decommissioned_at.is_some() {
+            return Err(ApiError::state(
+                StateRefusal::InvalidState,
+                "The host is already decommissioned.",
+            )
+            .into());
+        }
+        let mut changed: hosts::ActiveModel = host.clone().into();
+        changed.decommissioned_at = Set(Some(now));
+        changed.status = Set("decommissioned".into());
+        changed.updated_at = Set(now);
+        let updated = changed.update(&txn).await?;
+        record_event(&txn, &updated, "decommissioned", None, now).await?;
+        Entry::new("host.decommissioned")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("host", platform::ids::format_id("hst", host.id))
+            .write(&txn, now)
+            .await?;
+        let groups = groups_of(&txn, host.id).await?;
+        txn.commit().await?;
+        state
+            .queue
+            .push(platform::jobs::EvaluateHost { host_id: host.id })
+            .await?;
+        Ok(Decommissioned::Ok(Json(host_view(updated, groups))))
+    }
+
+    /// What happened to a host, newest first.
+    #[oai(
+        path = "/v1/orgs/:org/hosts/:host_id/events",
+        method = "get",
+        operation_id = "listHostEvents"
+    )]
+    async fn events(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// The host's id (`hst_`).
+        host_id: Path<String>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<HostEvent>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let host = find_host(&state.db.orm, org.org_id(), &host_id).await?;
+        let mut query = host_events::Entity::find()
+            .filter(host_events::Column::HostId.eq(host.id))
+            .order_by_desc(host_events::Column::Id)
+            .limit(u64::from(limit) + 1);
+        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(host_events::Column::Id.lt(before));
+        }
+        let rows = query.all(&state.db.orm).await?;
+        Ok(Json(Page::from_rows(
+            rows,
+            limit,
+            |e| e.id,
+            |e| HostEvent {
+                id: platform::ids::format_id("evt", e.id),
+                kind: e.kind,
+                details: json_value(e.details.as_deref()),
+                at: e.created_at,
+            },
+        )))
+    }
+}

@@ -1,0 +1,62 @@
+//! A host (`hst_`): identified by its `machine_id` within an organization. JSON columns hold
+//! the structured facts its agent reports; `None` keeps the contract's three-valued meanings
+//! (`reboot_required` null: the host cannot say; `updates_*` null: never evaluated).
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "hosts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub machine_id: String,
+    pub hostname: String,
+    pub display_name: Option<String>,
+    pub notes: Option<String>,
+    /// JSON object of labels.
+    pub labels: String,
+    pub distro: Option<String>,
+    pub distro_version: Option<String>,
+    pub distro_codename: Option<String>,
+    pub os_family: Option<String>,
+    pub arch: Option<String>,
+    pub kernel_version: Option<String>,
+    pub virtualization: Option<String>,
+    pub agent_version: Option<String>,
+    pub agent_mode: Option<String>,
+    /// JSON array of strings.
+    pub agent_permissions: Option<String>,
+    /// JSON `{method, channel?}`; absent for an agent too old to say.
+    pub agent_install: Option<String>,
+    /// JSON `{provider, region, instance_id}`.
+    pub cloud: Option<String>,
+    /// JSON `{kind, pinned, latest?, behind}`.
+    pub frozen: Option<String>,
+    /// JSON `{provider?, reason}`; null for an agent too old to say.
+    pub snapshots: Option<String>,
+    pub reboot_required: Option<bool>,
+    /// JSON array of strings.
+    pub services_need_restart: String,
+    /// JSON array of strings.
+    pub held_packages: String,
+    pub updates_total: Option<i32>,
+    pub updates_security: Option<i32>,
+    pub updates_requiring_reboot: Option<i32>,
+    pub advisory_coverage: String,
+    pub status: String,
+    pub enrollment_token_id: Option<Uuid>,
+    pub inventory_digest: Option<String>,
+    pub check_in_interval_s: i32,
+    pub enrolled_at: DateTimeUtc,
+    pub last_seen_at: Option<DateTimeUtc>,
+    pub last_inventory_at: Option<DateTimeUtc>,
+    pub cert_expires_at: Option<DateTimeUtc>,
+    pub decommissioned_at: Option<DateTimeUtc>,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
