@@ -8,6 +8,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261122_000001_identity;
 mod m20261122_000002_enrollment_tokens;
 mod m20261122_000003_hosts_groups;
+mod m20261122_000004_agents;
 
 pub struct Migrator;
 
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_identity::Migration),
             Box::new(m20261122_000002_enrollment_tokens::Migration),
             Box::new(m20261122_000003_hosts_groups::Migration),
+            Box::new(m20261122_000004_agents::Migration),
         ]
     }
 }

@@ -1,0 +1,18 @@
+//! A host checked in on this UTC day: the billable fact, recorded once per host and day.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "host_days")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub host_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub day: Date,
+    pub org_id: Uuid,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
