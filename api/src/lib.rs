@@ -2,6 +2,7 @@
 //! handlers. `main.rs` wires it; everything a test needs is reachable from here.
 
 pub mod access;
+pub mod agent;
 pub mod api_tokens;
 pub mod audit;
 pub mod auth;

@@ -13,6 +13,8 @@ pub mod host_days;
 pub mod host_events;
 pub mod host_keys;
 pub mod host_labels;
+pub mod host_packages;
+pub mod host_updates;
 pub mod hosts;
 pub mod invitations;
 pub mod memberships;

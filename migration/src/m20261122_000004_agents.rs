@@ -137,7 +137,11 @@ impl MigrationTrait for Migration {
                 .col(string(AgentNonces::KeyId))
                 .col(string(AgentNonces::Nonce))
                 .col(timestamp_with_time_zone(AgentNonces::SeenAt))
-                .primary_key(Index::create().col(AgentNonces::KeyId).col(AgentNonces::Nonce))
+                .primary_key(
+                    Index::create()
+                        .col(AgentNonces::KeyId)
+                        .col(AgentNonces::Nonce),
+                )
                 .to_owned(),
         )
         .await?;

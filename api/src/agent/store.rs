@@ -1,0 +1,248 @@
+//! What enrolment and check-ins write: the host and its facts, its inventory, the billable day,
+//! and the enrollment token's use on the host's first check-in.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, Utc};
+use entities::{enrollment_tokens, host_days, host_labels, host_packages, host_updates, hosts};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    Set,
+    sea_query::{Expr, ExprTrait},
+};
+use uuid::Uuid;
+
+use super::facts::{CheckIn, Facts};
+use crate::{error::ApiError, hosts::record_event};
+
+/// How often agents are asked to check in.
+pub const CHECK_IN_INTERVAL_S: i32 = 300;
+/// Rows inserted per statement when an inventory is replaced.
+const CHUNK: usize = 500;
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
+    serde_json::to_string(value).map_err(|e| ApiError::Internal(e.into()))
+}
+
+fn bounded(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    if value.is_empty() || value.chars().count() > max {
+        return Err(ApiError::invalid(format!(
+            "{field} must be 1 to {max} characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks what the facts must hold before anything is stored.
+pub fn validate_facts(facts: &Facts) -> Result<(), ApiError> {
+    bounded("facts.hostname", &facts.hostname, 255)?;
+    bounded("facts.machine_id", &facts.machine_id, 255)?;
+    if let Some(permissions) = &facts.agent_permissions
+        && permissions.len() > 64
+    {
+        return Err(ApiError::invalid(
+            "facts.agent_permissions: at most 64 entries",
+        ));
+    }
+    Ok(())
+}
+
+/// Copies the agent-reported facts onto a host row.
+pub fn apply_facts(host: &mut hosts::ActiveModel, facts: &Facts) -> Result<(), ApiError> {
+    host.hostname = Set(facts.hostname.clone());
+    host.distro = Set(facts.distro.clone());
+    host.distro_version = Set(facts.distro_version.clone());
+    host.distro_codename = Set(facts.distro_codename.clone());
+    host.os_family = Set(facts.os_family.clone());
+    host.arch = Set(facts.arch.clone());
+    host.kernel_version = Set(facts.kernel_version.clone());
+    host.virtualization = Set(facts.virtualization.clone());
+    host.agent_version = Set(facts.agent_version.clone());
+    host.agent_mode = Set(facts.agent_mode.clone());
+    host.agent_permissions = Set(facts.agent_permissions.as_ref().map(json).transpose()?);
+    host.agent_install = Set(facts.agent_install.as_ref().map(json).transpose()?);
+    host.cloud = Set(facts.cloud.as_ref().map(json).transpose()?);
+    host.frozen = Set(facts.frozen.as_ref().map(json).transpose()?);
+    host.snapshots = Set(facts.snapshots.as_ref().map(json).transpose()?);
+    Ok(())
+}
+
+/// The host for `machine_id` in the organization: the same one when it enrols again (facts
+/// refreshed), a new pending one otherwise. Labels come from the token.
+pub async fn enrol_host(
+    txn: &DatabaseTransaction,
+    token: &enrollment_tokens::Model,
+    facts: &Facts,
+    now: DateTime<Utc>,
+) -> Result<hosts::Model, ApiError> {
+    let existing = hosts::Entity::find()
+        .filter(hosts::Column::OrgId.eq(token.org_id))
+        .filter(hosts::Column::MachineId.eq(facts.machine_id.as_str()))
+        .one(txn)
+        .await?;
+    if let Some(host) = existing {
+        let mut changed: hosts::ActiveModel = host.into();
+        apply_facts(&mut changed, facts)?;
+        changed.updated_at = Set(now);
+        return Ok(changed.update(txn).await?);
+    }
+    let labels: BTreeMap<String, String> = serde_json::from_str(&token.labels).unwrap_or_default();
+    let id = platform::ids::new_uuid();
+    let mut host = hosts::ActiveModel {
+        id: Set(id),
+        org_id: Set(token.org_id),
+        machine_id: Set(facts.machine_id.clone()),
+        display_name: Set(None),
+        notes: Set(None),
+        labels: Set(json(&labels)?),
+        reboot_required: Set(None),
+        services_need_restart: Set("[]".into()),
+        held_packages: Set("[]".into()),
+        updates_total: Set(None),
+        updates_security: Set(None),
+        updates_requiring_reboot: Set(None),
+        advisory_coverage: Set("unknown_release".into()),
+        status: Set("pending".into()),
+        enrollment_token_id: Set(Some(token.id)),
+        inventory_digest: Set(None),
+        check_in_interval_s: Set(CHECK_IN_INTERVAL_S),
+        enrolled_at: Set(now),
+        last_seen_at: Set(None),
+        last_inventory_at: Set(None),
+        cert_expires_at: Set(None),
+        decommissioned_at: Set(None),
+        updated_at: Set(now),
+        ..Default::default()
+    };
+    apply_facts(&mut host, facts)?;
+    let host = host.insert(txn).await?;
+    if !labels.is_empty() {
+        host_labels::Entity::insert_many(labels.iter().map(|(k, v)| host_labels::ActiveModel {
+            org_id: Set(token.org_id),
+            host_id: Set(id),
+            key: Set(k.clone()),
+            value: Set(v.clone()),
+        }))
+        .exec(txn)
+        .await?;
+    }
+    record_event(
+        txn,
+        &host,
+        "enrolled",
+        Some(serde_json::json!({"hostname": host.hostname})),
+        now,
+    )
+    .await?;
+    Ok(host)
+}
+
+/// Charges the host's enrollment token one use, unless it is revoked or used up; `false`
+/// when it cannot be charged. One conditional update, so concurrent first check-ins can never
+/// push `uses` past `max_uses`.
+pub async fn charge_token(txn: &DatabaseTransaction, token_id: Uuid) -> Result<bool, ApiError> {
+    let charged = enrollment_tokens::Entity::update_many()
+        .col_expr(
+            enrollment_tokens::Column::Uses,
+            Expr::col(enrollment_tokens::Column::Uses).add(1),
+        )
+        .filter(enrollment_tokens::Column::Id.eq(token_id))
+        .filter(enrollment_tokens::Column::RevokedAt.is_null())
+        .filter(
+            sea_orm::Condition::any()
+                .add(enrollment_tokens::Column::MaxUses.is_null())
+                .add(
+                    Expr::col(enrollment_tokens::Column::Uses)
+                        .lt(Expr::col(enrollment_tokens::Column::MaxUses)),
+                ),
+        )
+        .exec(txn)
+        .await?;
+    Ok(charged.rows_affected == 1)
+}
+
+/// Records the host's UTC day once (an upsert on the primary key, not a row per check-in).
+pub async fn record_day<C: ConnectionTrait>(
+    db: &C,
+    host: &hosts::Model,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    host_days::Entity::insert(host_days::ActiveModel {
+        host_id: Set(host.id),
+        day: Set(now.date_naive()),
+        org_id: Set(host.org_id),
+    })
+    .on_conflict_do_nothing()
+    .exec(db)
+    .await?;
+    Ok(())
+}
+
+/// Replaces the host's stored packages and updates with a reported inventory.
+pub async fn replace_inventory(
+    txn: &DatabaseTransaction,
+    host_id: Uuid,
+    check_in: &CheckIn,
+) -> Result<(), ApiError> {
+    if let Some(packages) = &check_in.packages {
+        host_packages::Entity::delete_many()
+            .filter(host_packages::Column::HostId.eq(host_id))
+            .exec(txn)
+            .await?;
+        let mut seen = std::collections::BTreeSet::new();
+        let rows: Vec<host_packages::ActiveModel> = packages
+            .iter()
+            .filter(|p| seen.insert((p.name.clone(), p.arch.clone())))
+            .map(|p| host_packages::ActiveModel {
+                host_id: Set(host_id),
+                name: Set(p.name.clone()),
+                arch: Set(p.arch.clone()),
+                version: Set(p.version.clone()),
+                source_name: Set(p.source_name.clone()),
+                source_version: Set(p.source_version.clone()),
+            })
+            .collect();
+        for chunk in rows.chunks(CHUNK) {
+            host_packages::Entity::insert_many(chunk.to_vec())
+                .exec(txn)
+                .await?;
+        }
+    }
+    if let Some(updates) = &check_in.updates {
+        host_updates::Entity::delete_many()
+            .filter(host_updates::Column::HostId.eq(host_id))
+            .exec(txn)
+            .await?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut rows = Vec::with_capacity(updates.len());
+        for u in updates
+            .iter()
+            .filter(|u| seen.insert((u.name.clone(), u.arch.clone())))
+        {
+            rows.push(host_updates::ActiveModel {
+                host_id: Set(host_id),
+                name: Set(u.name.clone()),
+                arch: Set(u.arch.clone()),
+                from_version: Set(u.from_version.clone()),
+                to_version: Set(u.to_version.clone()),
+                ecosystem: Set(u.ecosystem.clone()),
+                source_name: Set(u.source_name.clone()),
+                security: Set(u.security),
+                requires_reboot: Set(u.requires_reboot),
+                advisories: Set(json(&u.advisories)?),
+            });
+        }
+        for chunk in rows.chunks(CHUNK) {
+            host_updates::Entity::insert_many(chunk.to_vec())
+                .exec(txn)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the host had been silent for longer than three intervals before `now`.
+pub fn after_gap(host: &hosts::Model, now: DateTime<Utc>) -> bool {
+    host.last_seen_at
+        .is_some_and(|seen| now - seen > Duration::seconds(3 * i64::from(host.check_in_interval_s)))
+}

@@ -1,0 +1,27 @@
+//! An update available to a host, as its agent last reported.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "host_updates")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub host_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub name: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub arch: String,
+    pub from_version: String,
+    pub to_version: String,
+    pub ecosystem: String,
+    pub source_name: Option<String>,
+    pub security: bool,
+    pub requires_reboot: bool,
+    /// JSON array of advisories.
+    pub advisories: String,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
