@@ -1,9 +1,12 @@
 //! What the api, worker and scheduler binaries share: configuration, the database and its
 //! migrations, job payloads and the queue, identifiers and the clock.
 
+pub mod agent_ca;
 pub mod clock;
 pub mod config;
+pub mod crypto;
 pub mod db;
+pub mod http_signature;
 pub mod ids;
 pub mod jobs;
 pub mod runtime;
