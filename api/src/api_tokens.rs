@@ -10,7 +10,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait, sea_query::Expr,
+    sea_query::Expr,
 };
 
 use crate::{
@@ -120,7 +120,7 @@ impl ApiTokensApi {
             .into());
         }
         let token = platform::secrets::mint(API_TOKEN_PREFIX);
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let row = api_tokens::ActiveModel {
             id: Set(platform::ids::new_uuid()),
             org_id: Set(org.org_id()),
@@ -203,7 +203,7 @@ impl ApiTokensApi {
     ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let id = platform::ids::parse_id("atk", &api_token_id).ok_or(ApiError::NotFound)?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let revoked = api_tokens::Entity::update_many()
             .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
             .filter(api_tokens::Column::Id.eq(id))

@@ -6,8 +6,7 @@ use entities::{accounts, email_tokens, memberships, organizations, sessions};
 use poem::Request;
 use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
-    TransactionTrait, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -362,7 +361,7 @@ impl AuthApi {
     ) -> Result<SignedIn, VerifyErrors> {
         limit_anonymous(&state, req, None).await?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let token = consume_token(&txn, "sign_in", body.token.trim(), now).await?;
         let account = accounts::Entity::find()
             .filter(accounts::Column::Email.eq(token.email.as_str()))
@@ -408,7 +407,7 @@ impl AuthApi {
         limit_anonymous(&state, req, None).await?;
         let now = state.clock.now();
         let ip = access::client_ip(req);
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let token = consume_token(&txn, "sign_up", body.token.trim(), now).await?;
         let payload: SignUpPayload = token
             .payload

@@ -12,7 +12,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait, sea_query::Expr,
+    sea_query::Expr,
 };
 
 use crate::{
@@ -149,7 +149,7 @@ impl EnrollmentTokensApi {
         let token = platform::secrets::mint(TOKEN_PREFIX);
         let labels_json =
             serde_json::to_string(&labels).map_err(|e| ApiError::Internal(e.into()))?;
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let row = enrollment_tokens::ActiveModel {
             id: Set(platform::ids::new_uuid()),
             org_id: Set(org.org_id()),
@@ -256,7 +256,7 @@ impl EnrollmentTokensApi {
     ) -> Result<Revoked, ReadErrors> {
         let id = platform::ids::parse_id("etk", &token_id).ok_or(ApiError::NotFound)?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let revoked = enrollment_tokens::Entity::update_many()
             .col_expr(enrollment_tokens::Column::RevokedAt, Expr::value(now))
             .filter(enrollment_tokens::Column::Id.eq(id))

@@ -13,7 +13,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, TransactionTrait,
+    QueryOrder, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -181,7 +181,7 @@ impl GroupsApi {
         let name = input::name("name", &body.name)?;
         let selector = selector(body.selector.as_deref())?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let row = groups::ActiveModel {
             id: Set(platform::ids::new_uuid()),
             org_id: Set(org.org_id()),
@@ -298,7 +298,7 @@ impl GroupsApi {
             MaybeUndefined::Value(text) => Some(selector(Some(text))?),
         };
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let row = find_group(&txn, org.org_id(), &group_id).await?;
         let mut changed: groups::ActiveModel = row.clone().into();
         if let Some(name) = &name {
@@ -345,7 +345,7 @@ impl GroupsApi {
         group_id: Path<String>,
     ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let row = find_group(&txn, org.org_id(), &group_id).await?;
         group_hosts::Entity::delete_many()
             .filter(group_hosts::Column::GroupId.eq(row.id))
@@ -402,7 +402,7 @@ impl GroupsApi {
             wanted.insert(id);
         }
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let group = find_group(&txn, org.org_id(), &group_id).await?;
         let ids: Vec<Uuid> = wanted.iter().copied().collect();
         let mut known = BTreeSet::new();

@@ -13,7 +13,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, TransactionTrait, sea_query::Query as SqlQuery,
+    QueryOrder, QuerySelect, Set, sea_query::Query as SqlQuery,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -527,7 +527,7 @@ impl HostsApi {
             .map(|l| input::labels("labels", l))
             .transpose()?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let host = find_host(&txn, org.org_id(), &host_id).await?;
         let old_labels: BTreeMap<String, String> =
             serde_json::from_str(&host.labels).unwrap_or_default();
@@ -595,7 +595,7 @@ impl HostsApi {
         Errors<(Unauthorized, Forbidden, NotFound, Conflict, TooManyRequests)>,
     > {
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let host = find_host(&txn, org.org_id(), &host_id).await?;
         if host.decommissioned_at.is_some() {
             return Err(ApiError::state(

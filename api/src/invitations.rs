@@ -12,7 +12,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait, sea_query::Expr,
+    sea_query::Expr,
 };
 
 use crate::{
@@ -126,7 +126,7 @@ impl InvitationsApi {
             return Err(ApiError::invalid("role: an invitation can never grant owner").into());
         }
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let existing = accounts::Entity::find()
             .filter(accounts::Column::Email.eq(email.as_str()))
             .one(&txn)
@@ -240,7 +240,7 @@ impl InvitationsApi {
     ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let id = platform::ids::parse_id("inv", &invitation_id).ok_or(ApiError::NotFound)?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let revoked = invitations::Entity::update_many()
             .col_expr(invitations::Column::RevokedAt, Expr::value(now))
             .filter(invitations::Column::Id.eq(id))
@@ -285,7 +285,7 @@ impl InvitationsApi {
         }
         let now = state.clock.now();
         let hash = platform::secrets::hash(token);
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         let accepted = invitations::Entity::update_many()
             .col_expr(invitations::Column::AcceptedAt, Expr::value(now))
             .filter(invitations::Column::TokenHash.eq(hash.clone()))

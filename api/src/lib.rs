@@ -49,6 +49,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         enrollment_tokens::EnrollmentTokensApi,
         hosts::HostsApi,
         groups::GroupsApi,
+        agent::api::AgentApi,
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("openapi_intro.md"))
@@ -81,11 +82,13 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
     let db = platform::db::Database::connect(&config, 16).await?;
     db.migrate().await?;
     let clock: platform::clock::SharedClock = Arc::new(platform::clock::SystemClock);
+    let agent_ca = agent::ca::load_or_create(&db, &config, clock.as_ref()).await?;
     let state = AppState {
         config: config.clone(),
         queue: platform::jobs::Queue::new(&db),
         db: db.clone(),
         clock: clock.clone(),
+        agent_ca,
     };
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = server::bind(config.bind).await?;

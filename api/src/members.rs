@@ -10,7 +10,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, TransactionTrait, sea_query::Expr,
+    QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -171,7 +171,7 @@ impl MembersApi {
         let account_id = target_id(&member_id)?;
         let role = input::role("role", &body.role)?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         lock_org(&state, &txn, org.org_id()).await?;
         let current = memberships::Entity::find_by_id((org.org_id(), account_id))
             .one(&txn)
@@ -225,7 +225,7 @@ impl MembersApi {
     ) -> Result<Removed, MemberErrors> {
         let account_id = target_id(&member_id)?;
         let now = state.clock.now();
-        let txn = state.db.orm.begin().await?;
+        let txn = state.db.begin_write().await?;
         lock_org(&state, &txn, org.org_id()).await?;
         let current = memberships::Entity::find_by_id((org.org_id(), account_id))
             .one(&txn)

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use platform::{clock::SharedClock, config::Config, db::Database, jobs::Queue};
+use platform::{agent_ca::AgentCa, clock::SharedClock, config::Config, db::Database, jobs::Queue};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -10,4 +10,6 @@ pub struct AppState {
     pub db: Database,
     pub queue: Queue,
     pub clock: SharedClock,
+    /// Certifies agents' keys.
+    pub agent_ca: Arc<AgentCa>,
 }

@@ -26,4 +26,6 @@ pub enum Tag {
     Hosts,
     /// Groups of hosts: static and label-selected members.
     Groups,
+    /// The agent protocol: enrolment, signed check-ins, certificate renewal.
+    Agent,
 }

@@ -2,6 +2,7 @@
 //! response types live with their operations in `api`.
 
 pub mod accounts;
+pub mod agent_nonces;
 pub mod api_tokens;
 pub mod audit_events;
 pub mod deployment_secrets;

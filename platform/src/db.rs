@@ -129,6 +129,19 @@ impl Database {
         )
     }
 
+    /// Begins a transaction that will write. On SQLite it takes the write lock at once
+    /// (`BEGIN IMMEDIATE`), so concurrent writers wait for each other (up to the busy timeout)
+    /// instead of failing when a read lock cannot be upgraded; Postgres needs nothing special.
+    pub async fn begin_write(&self) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr> {
+        use sea_orm::{SqliteTransactionMode, TransactionOptions, TransactionTrait};
+        self.orm
+            .begin_with_options(TransactionOptions {
+                sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+                ..Default::default()
+            })
+            .await
+    }
+
     pub async fn close(&self) {
         match &self.pool {
             Pool::Postgres(pool) => pool.close().await,

@@ -2,6 +2,7 @@
 //! a temp dir, or a fresh Postgres database when `TEST_DATABASE_URL` is set), a real SMTP sink on
 //! loopback, and a clock it controls.
 
+pub mod agent;
 pub mod database;
 pub mod identity;
 pub mod processes;
@@ -92,11 +93,15 @@ impl TestAppBuilder {
                 .single()
                 .expect("valid date"),
         );
+        let agent_ca = api::agent::ca::load_or_create(&db, &config, &clock)
+            .await
+            .expect("agent CA");
         let state = AppState {
             config: config.clone(),
             queue: Queue::new(&db),
             db: db.clone(),
             clock: Arc::new(clock.clone()),
+            agent_ca,
         };
         let shutdown = CancellationToken::new();
         let bound = api::server::bind(config.bind).await.expect("bind");

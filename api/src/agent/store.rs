@@ -81,10 +81,30 @@ pub async fn enrol_host(
         .one(txn)
         .await?;
     if let Some(host) = existing {
+        let revived = host.decommissioned_at.is_some();
         let mut changed: hosts::ActiveModel = host.into();
         apply_facts(&mut changed, facts)?;
+        if revived {
+            // Enrolling again after decommissioning is a new admission: pending until its first
+            // check-in, which charges a use again.
+            changed.decommissioned_at = Set(None);
+            changed.status = Set("pending".into());
+            changed.last_seen_at = Set(None);
+            changed.enrollment_token_id = Set(Some(token.id));
+        }
         changed.updated_at = Set(now);
-        return Ok(changed.update(txn).await?);
+        let host = changed.update(txn).await?;
+        if revived {
+            record_event(
+                txn,
+                &host,
+                "enrolled",
+                Some(serde_json::json!({"again": true})),
+                now,
+            )
+            .await?;
+        }
+        return Ok(host);
     }
     let labels: BTreeMap<String, String> = serde_json::from_str(&token.labels).unwrap_or_default();
     let id = platform::ids::new_uuid();

@@ -1,6 +1,7 @@
 //! One integration-test binary; a module per feature.
 
 mod access_walk;
+mod agents;
 mod auth;
 mod enrollment_tokens;
 mod foundation;

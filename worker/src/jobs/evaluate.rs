@@ -10,7 +10,7 @@ use platform::{
     jobs::{EvaluateGroup, EvaluateHost},
     selector::Selector,
 };
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, TransactionTrait};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use crate::Deps;
@@ -28,7 +28,7 @@ pub async fn host(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError
     };
     let labels = labels_of(&host);
     let live = host.decommissioned_at.is_none();
-    let txn = db.begin().await?;
+    let txn = deps.db.begin_write().await?;
     let org_groups = groups::Entity::find()
         .filter(groups::Column::OrgId.eq(host.org_id))
         .filter(groups::Column::Selector.is_not_null())
@@ -99,7 +99,7 @@ pub async fn group(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynErr
         .selector
         .as_deref()
         .and_then(|s| Selector::parse(s).ok());
-    let txn = db.begin().await?;
+    let txn = deps.db.begin_write().await?;
     let current: BTreeSet<Uuid> = group_hosts::Entity::find()
         .filter(group_hosts::Column::GroupId.eq(group.id))
         .filter(group_hosts::Column::Source.eq(LABEL))

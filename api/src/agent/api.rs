@@ -1,0 +1,346 @@
+//! The agent operations: enrol, check in, renew the certificate.
+
+use chrono::{DateTime, Duration, Utc};
+use entities::{enrollment_tokens, host_keys, hosts};
+use poem::{Request, RequestBody};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi,
+    payload::Json,
+    registry::{MetaMediaType, MetaRequest, Registry},
+    types::Type,
+};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
+use serde::{Deserialize, de::DeserializeOwned};
+
+use super::{
+    body,
+    facts::{CheckIn, EnrollRequest},
+    signed::Signed,
+    store,
+};
+use crate::{
+    AppState,
+    auth::limit_anonymous,
+    enrollment_tokens::{TOKEN_PREFIX, usable},
+    error::{ApiError, BadRequest, Conflict, Errors, Forbidden, TooManyRequests, Unauthorized},
+    hosts::record_event,
+    tags::Tag,
+};
+
+/// Certificates are valid this long.
+pub const CERTIFICATE_VALIDITY: Duration = Duration::days(90);
+/// Renewal is accepted in the last this-long of validity.
+pub const RENEWAL_WINDOW: Duration = Duration::days(30);
+/// Most packages or updates one check-in may report.
+pub const MAX_INVENTORY: usize = 50_000;
+
+/// An unsigned agent body (enrolment): strict JSON, optionally gzip.
+pub struct Unsigned<T>(pub T);
+
+impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Unsigned<T> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        Some(MetaRequest {
+            description: Some("JSON, optionally `Content-Encoding: gzip`."),
+            content: vec![MetaMediaType {
+                content_type: "application/json",
+                schema: T::schema_ref(),
+            }],
+            required: true,
+        })
+    }
+
+    async fn from_request(
+        req: &'a Request,
+        body: &mut RequestBody,
+        _opts: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        let raw = body
+            .take()?
+            .into_bytes_limit(crate::middleware::AGENT_BODY_LIMIT)
+            .await
+            .map_err(|_| ApiError::PayloadTooLarge)?;
+        let decoded = body::decode(&raw, req.header("content-encoding"))?;
+        Ok(Unsigned(body::json(&decoded)?))
+    }
+}
+
+#[derive(Object)]
+pub struct Enrolled {
+    /// The host's id (`hst_`); the same host when the same `machine_id` enrols again.
+    pub host_id: String,
+    /// The certificate's serial in lowercase hex: the `keyid` of every signature.
+    pub key_id: String,
+    /// PEM certificate binding the agent's key to the host (90 days).
+    pub certificate: String,
+    /// PEM certificate of the deployment's agent CA.
+    pub ca_certificate: String,
+    pub expires_at: DateTime<Utc>,
+    pub check_in_interval_s: i32,
+}
+
+#[derive(ApiResponse)]
+pub enum EnrollAnswer {
+    /// Enrolled. The enrollment token's use is charged on the first check-in.
+    #[oai(status = 201)]
+    Created(Json<Enrolled>),
+}
+
+#[derive(Object)]
+pub struct Job {
+    /// `job_` id.
+    pub id: String,
+}
+
+#[derive(Object)]
+pub struct CheckInAnswer {
+    pub next_check_in_s: i32,
+    /// Work for the agent.
+    pub jobs: Vec<Job>,
+    /// True when the service's inventory differs from `inventory_digest`: send `packages` and
+    /// `updates` on the next check-in.
+    pub send_inventory: bool,
+}
+
+#[derive(Object, Deserialize, Clone, Debug)]
+pub struct RenewRequest {
+    /// PEM PKCS#10 request for the new key.
+    pub csr: String,
+}
+
+#[derive(Object)]
+pub struct Renewed {
+    pub key_id: String,
+    pub certificate: String,
+    pub ca_certificate: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+fn csr_error(err: platform::agent_ca::CaError) -> ApiError {
+    use platform::agent_ca::CaError;
+    match err {
+        CaError::CsrTooLarge
+        | CaError::CsrMalformed
+        | CaError::CsrSignatureInvalid
+        | CaError::UnsupportedKey => ApiError::invalid(format!("csr: {err}")),
+        other => ApiError::Internal(anyhow::anyhow!("issuing a certificate: {other}")),
+    }
+}
+
+/// Issues a certificate for the host and records its key.
+async fn certify<C: sea_orm::ConnectionTrait>(
+    state: &AppState,
+    db: &C,
+    host: &hosts::Model,
+    csr: &str,
+    now: DateTime<Utc>,
+) -> Result<platform::agent_ca::Issued, ApiError> {
+    let host_id = platform::ids::format_id("hst", host.id);
+    let issued = state
+        .agent_ca
+        .issue(csr, &host_id, now, CERTIFICATE_VALIDITY)
+        .map_err(csr_error)?;
+    host_keys::ActiveModel {
+        key_id: Set(issued.serial_hex.clone()),
+        host_id: Set(host.id),
+        org_id: Set(host.org_id),
+        public_key: Set(issued.public_key_spki_der.clone()),
+        certificate: Set(issued.certificate_pem.clone()),
+        not_after: Set(issued.not_after),
+        revoked_at: Set(None),
+        created_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    hosts::Entity::update_many()
+        .col_expr(hosts::Column::CertExpiresAt, Expr::value(issued.not_after))
+        .filter(hosts::Column::Id.eq(host.id))
+        .exec(db)
+        .await?;
+    Ok(issued)
+}
+
+pub struct AgentApi;
+
+#[OpenApi(tag = "Tag::Agent")]
+impl AgentApi {
+    /// Enrol a host with an enrollment token and a CSR. A token that is not usable (unknown,
+    /// revoked, expired or used up) is 403 `forbidden` without saying why; a malformed CSR or
+    /// facts 400. Limited per client address.
+    #[oai(
+        path = "/v1/agent/enroll",
+        method = "post",
+        operation_id = "agentEnroll"
+    )]
+    async fn enroll(
+        &self,
+        state: poem::web::Data<&AppState>,
+        req: &Request,
+        body: Unsigned<EnrollRequest>,
+    ) -> Result<EnrollAnswer, Errors<(BadRequest, Forbidden, TooManyRequests)>> {
+        limit_anonymous(&state, req, None).await?;
+        let request = body.0;
+        store::validate_facts(&request.facts)?;
+        let now = state.clock.now();
+        let refused = || ApiError::forbidden("This enrollment token cannot enrol hosts.");
+        if !platform::secrets::well_formed(TOKEN_PREFIX, request.token.trim()) {
+            return Err(refused().into());
+        }
+        let txn = state.db.begin_write().await?;
+        let token = enrollment_tokens::Entity::find()
+            .filter(
+                enrollment_tokens::Column::TokenHash
+                    .eq(platform::secrets::hash(request.token.trim())),
+            )
+            .one(&txn)
+            .await?
+            .filter(|t| usable(t, now))
+            .ok_or_else(refused)?;
+        let host = store::enrol_host(&txn, &token, &request.facts, now).await?;
+        let issued = certify(&state, &txn, &host, &request.csr, now).await?;
+        txn.commit().await?;
+        Ok(EnrollAnswer::Created(Json(Enrolled {
+            host_id: platform::ids::format_id("hst", host.id),
+            key_id: issued.serial_hex,
+            certificate: issued.certificate_pem,
+            ca_certificate: state.agent_ca.certificate_pem().to_owned(),
+            expires_at: issued.not_after,
+            check_in_interval_s: host.check_in_interval_s,
+        })))
+    }
+
+    /// Check in: facts always, the inventory when it changed. Records the host's UTC day for
+    /// billing, charges the enrollment token's use on the first check-in (403 `forbidden` when
+    /// the token is used up or revoked by then), and queues re-evaluation when the inventory
+    /// changed. Facts naming another host's `machine_id` are 403 `forbidden`.
+    #[oai(
+        path = "/v1/agent/check-in",
+        method = "post",
+        operation_id = "agentCheckIn"
+    )]
+    async fn check_in(
+        &self,
+        state: poem::web::Data<&AppState>,
+        request: Signed<CheckIn>,
+    ) -> Result<Json<CheckInAnswer>, Errors<(BadRequest, Unauthorized, Forbidden)>> {
+        let Signed { host, body, .. } = request;
+        if body.facts.machine_id != host.machine_id {
+            return Err(ApiError::forbidden("facts.machine_id is not this host's").into());
+        }
+        store::validate_facts(&body.facts)?;
+        if body
+            .packages
+            .as_ref()
+            .is_some_and(|p| p.len() > MAX_INVENTORY)
+            || body
+                .updates
+                .as_ref()
+                .is_some_and(|u| u.len() > MAX_INVENTORY)
+        {
+            return Err(
+                ApiError::invalid(format!("at most {MAX_INVENTORY} packages and updates")).into(),
+            );
+        }
+        if body.inventory_digest.is_empty() || body.inventory_digest.len() > 128 {
+            return Err(ApiError::invalid("inventory_digest must be 1 to 128 characters").into());
+        }
+        let now = state.clock.now();
+        let txn = state.db.begin_write().await?;
+        // The first check-in is decided by one conditional update, so two at once cannot both
+        // believe they are first.
+        let first = hosts::Entity::update_many()
+            .col_expr(hosts::Column::LastSeenAt, Expr::value(now))
+            .filter(hosts::Column::Id.eq(host.id))
+            .filter(hosts::Column::LastSeenAt.is_null())
+            .exec(&txn)
+            .await?
+            .rows_affected
+            == 1;
+        if first
+            && let Some(token_id) = host.enrollment_token_id
+            && !store::charge_token(&txn, token_id).await?
+        {
+            return Err(ApiError::forbidden("The enrollment token is used up or revoked.").into());
+        }
+        let gap = store::after_gap(&host, now);
+        let inventory = body.packages.is_some() || body.updates.is_some();
+        let mut changed: hosts::ActiveModel = host.clone().into();
+        store::apply_facts(&mut changed, &body.facts)?;
+        changed.last_seen_at = Set(Some(now));
+        changed.status = Set("online".into());
+        changed.reboot_required = Set(body.reboot_required);
+        if let Some(services) = &body.services_need_restart {
+            changed.services_need_restart =
+                Set(serde_json::to_string(services).map_err(|e| ApiError::Internal(e.into()))?);
+        }
+        if let Some(held) = &body.held_packages {
+            changed.held_packages =
+                Set(serde_json::to_string(held).map_err(|e| ApiError::Internal(e.into()))?);
+        }
+        if inventory {
+            store::replace_inventory(&txn, host.id, &body).await?;
+            changed.inventory_digest = Set(Some(body.inventory_digest.clone()));
+            changed.last_inventory_at = Set(Some(now));
+        }
+        changed.updated_at = Set(now);
+        let updated = changed.update(&txn).await?;
+        if gap {
+            record_event(&txn, &updated, "checked_in_after_gap", None, now).await?;
+        }
+        store::record_day(&txn, &updated, now).await?;
+        txn.commit().await?;
+        if inventory || first {
+            // Coalesced: one evaluation per host and inventory.
+            let key = format!("evaluate:{}:{}", host.id, body.inventory_digest);
+            state
+                .queue
+                .push_unique(&key, platform::jobs::EvaluateHost { host_id: host.id })
+                .await?;
+        }
+        let send_inventory =
+            updated.inventory_digest.as_deref() != Some(body.inventory_digest.as_str());
+        Ok(Json(CheckInAnswer {
+            next_check_in_s: updated.check_in_interval_s,
+            jobs: Vec::new(),
+            send_inventory,
+        }))
+    }
+
+    /// Renew the agent's certificate for a new key, within the last 30 days of the current
+    /// one's validity (409 `invalid-state` before that).
+    #[oai(
+        path = "/v1/agent/certificate",
+        method = "post",
+        operation_id = "agentRenewCertificate"
+    )]
+    async fn renew(
+        &self,
+        state: poem::web::Data<&AppState>,
+        request: Signed<RenewRequest>,
+    ) -> Result<Json<Renewed>, Errors<(BadRequest, Unauthorized, Conflict)>> {
+        let now = state.clock.now();
+        if request.key.not_after - now > RENEWAL_WINDOW {
+            return Err(ApiError::state(
+                crate::error::StateRefusal::InvalidState,
+                "Renew within the last 30 days of the certificate's validity.",
+            )
+            .into());
+        }
+        let txn = state.db.begin_write().await?;
+        let issued = certify(&state, &txn, &request.host, &request.body.csr, now).await?;
+        txn.commit().await?;
+        Ok(Json(Renewed {
+            key_id: issued.serial_hex,
+            certificate: issued.certificate_pem,
+            ca_certificate: state.agent_ca.certificate_pem().to_owned(),
+            expires_at: issued.not_after,
+        }))
+    }
+}

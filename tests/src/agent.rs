@@ -1,0 +1,187 @@
+//! A test agent: an Ed25519 key, a CSR, and RFC 9421-signed requests, as a real agent sends
+//! them (decisions §6).
+
+use std::io::Write;
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use ed25519_dalek::{Signer, SigningKey, pkcs8::EncodePrivateKey};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{TestApp, TestResponse};
+
+pub struct TestAgent {
+    pub key: SigningKey,
+    pub machine_id: String,
+    pub hostname: String,
+    pub key_id: Option<String>,
+    pub host_id: Option<String>,
+}
+
+/// What to do to a signed request before it is sent (abuse tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tamper {
+    None,
+    /// Change the body after signing.
+    Body,
+    /// Sign with a `created` this many seconds in the past.
+    Stale(i64),
+    /// Gzip the body (legitimately).
+    Gzip,
+}
+
+impl TestAgent {
+    pub fn new(hostname: &str) -> TestAgent {
+        let seed: [u8; 32] = rand::random();
+        TestAgent {
+            key: SigningKey::from_bytes(&seed),
+            machine_id: format!("machine-{hostname}-{}", uuid::Uuid::now_v7().simple()),
+            hostname: hostname.to_owned(),
+            key_id: None,
+            host_id: None,
+        }
+    }
+
+    pub fn csr(&self) -> String {
+        let der = self.key.to_pkcs8_der().expect("pkcs8");
+        let key_pair = rcgen::KeyPair::try_from(der.as_bytes()).expect("key pair");
+        rcgen::CertificateParams::default()
+            .serialize_request(&key_pair)
+            .expect("csr")
+            .pem()
+            .expect("pem")
+    }
+
+    pub fn facts(&self) -> Value {
+        json!({
+            "hostname": self.hostname,
+            "machine_id": self.machine_id,
+            "distro": "ubuntu",
+            "distro_version": "24.04",
+            "distro_codename": "noble",
+            "os_family": "debian",
+            "arch": "x86_64",
+            "agent_version": "1.4.0",
+            "agent_permissions": ["read_inventory", "apply_updates", "reboot"],
+            "agent_install": {"method": "apt", "channel": "stable"}
+        })
+    }
+
+    /// Enrols with `token`; keeps the key id and host id on success.
+    pub async fn enroll(&mut self, app: &TestApp, token: &str) -> TestResponse {
+        let response = app
+            .post_json(
+                "/v1/agent/enroll",
+                json!({"token": token, "csr": self.csr(), "facts": self.facts()}),
+            )
+            .await;
+        if response.status == StatusCode::CREATED {
+            let body = response.json();
+            self.key_id = body["key_id"].as_str().map(str::to_owned);
+            self.host_id = body["host_id"].as_str().map(str::to_owned);
+        }
+        response
+    }
+
+    /// A check-in with the given body fields merged over the defaults.
+    pub fn check_in_body(&self, inventory_digest: &str) -> Value {
+        json!({"facts": self.facts(), "inventory_digest": inventory_digest})
+    }
+
+    /// Sends a signed POST to `path` with `body`.
+    pub async fn post(
+        &self,
+        app: &TestApp,
+        path: &str,
+        body: &Value,
+        now: DateTime<Utc>,
+        tamper: Tamper,
+    ) -> TestResponse {
+        self.post_with_nonce(
+            app,
+            path,
+            body,
+            now,
+            tamper,
+            &uuid::Uuid::now_v7().simple().to_string(),
+        )
+        .await
+    }
+
+    pub async fn post_with_nonce(
+        &self,
+        app: &TestApp,
+        path: &str,
+        body: &Value,
+        now: DateTime<Utc>,
+        tamper: Tamper,
+        nonce: &str,
+    ) -> TestResponse {
+        let key_id = self.key_id.as_deref().unwrap_or("none");
+        let mut bytes = serde_json::to_vec(body).expect("json");
+        let mut gzip = false;
+        if tamper == Tamper::Gzip {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            encoder.write_all(&bytes).expect("gzip");
+            bytes = encoder.finish().expect("gzip");
+            gzip = true;
+        }
+        let created = match tamper {
+            Tamper::Stale(seconds) => now.timestamp() - seconds,
+            _ => now.timestamp(),
+        };
+        let (input, signature, digest) = self.sign("POST", path, &bytes, created, key_id, nonce);
+        if tamper == Tamper::Body {
+            bytes = serde_json::to_vec(&json!({"tampered": true})).expect("json");
+        }
+        let mut request = app
+            .http
+            .post(app.url(path))
+            .header("content-type", "application/json")
+            .header("content-digest", digest)
+            .header("signature-input", input)
+            .header("signature", signature)
+            .body(bytes);
+        if gzip {
+            request = request.header("content-encoding", "gzip");
+        }
+        let response = request.send().await.expect("sent");
+        TestResponse {
+            status: response.status(),
+            headers: response.headers().clone(),
+            body: response.text().await.expect("body"),
+        }
+    }
+
+    /// Signature-Input, Signature and Content-Digest for a request to the test service.
+    pub fn sign(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        created: i64,
+        key_id: &str,
+        nonce: &str,
+    ) -> (String, String, String) {
+        let digest = platform::http_signature::content_digest(body);
+        let params = format!(
+            "(\"@method\" \"@authority\" \"@path\" \"content-digest\");created={created};keyid=\"{key_id}\";nonce=\"{nonce}\""
+        );
+        let authority = url::Url::parse(crate::BASE_URL)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        let base = format!(
+            "\"@method\": {method}\n\"@authority\": {authority}\n\"@path\": {path}\n\"content-digest\": {digest}\n\"@signature-params\": {params}"
+        );
+        let signature = self.key.sign(base.as_bytes());
+        let encoded = base64::engine::general_purpose::STANDARD.encode(signature.to_bytes());
+        (
+            format!("sig1={params}"),
+            format!("sig1=:{encoded}:"),
+            digest,
+        )
+    }
+}
