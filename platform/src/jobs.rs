@@ -209,3 +209,29 @@ impl Job for EvaluateGroup {
     const QUEUE: &'static str = "group.evaluate";
     const RETRIES: usize = 3;
 }
+
+/// Fleet upkeep, queued every minute by the scheduler: hosts silent for three check-in
+/// intervals go offline (with a `went_offline` event), stale nonces are forgotten.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FleetUpkeep {
+    /// The minute this run belongs to (RFC 3339); also its idempotency key.
+    pub minute: String,
+}
+
+impl Job for FleetUpkeep {
+    const QUEUE: &'static str = "fleet.upkeep";
+    const RETRIES: usize = 2;
+}
+
+/// Roll up one UTC day's billable host-days into active hosts per organization. Idempotent:
+/// running it again rewrites the same numbers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RollupUsage {
+    /// `YYYY-MM-DD`.
+    pub day: chrono::NaiveDate,
+}
+
+impl Job for RollupUsage {
+    const QUEUE: &'static str = "billing.rollup";
+    const RETRIES: usize = 5;
+}

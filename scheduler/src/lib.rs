@@ -8,13 +8,14 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Duration as Span, Timelike, Utc};
 use platform::{
     clock::SharedClock,
     db::{Database, Pool},
-    jobs::{Housekeeping, Queue},
+    jobs::{FleetUpkeep, Housekeeping, Queue, RollupUsage},
 };
 use sqlx::{Connection, PgConnection};
+use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 /// Advisory lock key of the scheduler's leadership ("fleetsch" as ASCII).
@@ -27,6 +28,9 @@ pub struct Scheduler {
     pub db: Database,
     pub queue: Queue,
     pub clock: SharedClock,
+    /// The periods already queued by this process, so that a tick only touches the queue when
+    /// a period begins (the idempotency keys make a repeat harmless, this makes it rare).
+    queued: Arc<Mutex<std::collections::HashMap<&'static str, String>>>,
 }
 
 impl Scheduler {
@@ -35,21 +39,59 @@ impl Scheduler {
             queue: Queue::new(&db),
             db,
             clock,
+            queued: Arc::default(),
         }
     }
 
     /// Queues whatever is due at `now`. Safe to call any number of times for the same instant.
     pub async fn tick(&self, now: DateTime<Utc>) -> anyhow::Result<()> {
-        let hour = now
-            .with_minute(0)
-            .and_then(|t| t.with_second(0))
+        let minute = now
+            .with_second(0)
             .and_then(|t| t.with_nanosecond(0))
-            .unwrap_or(now)
-            .to_rfc3339();
-        self.queue
-            .push_unique(&format!("housekeeping:{hour}"), Housekeeping { hour })
-            .await?;
+            .unwrap_or(now);
+        let hour = minute.with_minute(0).unwrap_or(minute).to_rfc3339();
+        let minute = minute.to_rfc3339();
+        let yesterday = (now - Span::days(1)).date_naive();
+
+        if self.begins("housekeeping", &hour).await {
+            self.queue
+                .push_unique(
+                    &format!("housekeeping:{hour}"),
+                    Housekeeping { hour: hour.clone() },
+                )
+                .await?;
+            self.queued("housekeeping", &hour).await;
+        }
+        if self.begins("upkeep", &minute).await {
+            self.queue
+                .push_unique(
+                    &format!("upkeep:{minute}"),
+                    FleetUpkeep {
+                        minute: minute.clone(),
+                    },
+                )
+                .await?;
+            self.queued("upkeep", &minute).await;
+        }
+        // Yesterday's usage, once its UTC day is over.
+        let day = yesterday.to_string();
+        if self.begins("rollup", &day).await {
+            self.queue
+                .push_unique(&format!("rollup:{day}"), RollupUsage { day: yesterday })
+                .await?;
+            self.queued("rollup", &day).await;
+        }
         Ok(())
+    }
+
+    /// Whether `period` of `task` has not been queued by this process yet.
+    async fn begins(&self, task: &'static str, period: &str) -> bool {
+        self.queued.lock().await.get(task).map(String::as_str) != Some(period)
+    }
+
+    /// Notes that `period` of `task` is queued.
+    async fn queued(&self, task: &'static str, period: &str) {
+        self.queued.lock().await.insert(task, period.to_owned());
     }
 
     /// Ticks until `shutdown`, leading only while holding the leader lock (Postgres).

@@ -22,7 +22,8 @@ use platform::{
     config::Config,
     db::{Database, Pool},
     jobs::{
-        EvaluateGroup, EvaluateHost, Housekeeping, Job, SendEmail, postgres_config, sqlite_config,
+        EvaluateGroup, EvaluateHost, FleetUpkeep, Housekeeping, Job, RollupUsage, SendEmail,
+        postgres_config, sqlite_config,
     },
 };
 use tokio_util::sync::CancellationToken;
@@ -163,6 +164,22 @@ pub async fn run(
         options,
         EvaluateGroup,
         jobs::evaluate::group
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        FleetUpkeep,
+        jobs::upkeep::fleet
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        RollupUsage,
+        jobs::upkeep::rollup
     );
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor

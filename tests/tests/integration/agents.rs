@@ -331,3 +331,147 @@ async fn hostile_agent_requests_are_refused_and_store_nothing() {
         .assert_problem(401, "unauthenticated");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_inventory_is_evaluated_into_counts_and_a_silent_host_goes_offline() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let (value, _) = token(&app, &owner, json!({"name": "fleet"})).await;
+    let mut agent = TestAgent::new("web-1");
+    assert_eq!(agent.enroll(&app, &value).await.status.as_u16(), 201);
+    let now = app.clock_now();
+    let mut body = agent.check_in_body("inv-1");
+    body["reboot_required"] = json!(true);
+    body["packages"] = json!([
+        {"name": "openssl", "version": "3.0.13-0ubuntu3.1", "arch": "amd64", "source_name": "openssl"},
+        {"name": "curl", "version": "8.5.0-2ubuntu10.1", "arch": "amd64"}
+    ]);
+    body["updates"] = json!([
+        {"name": "openssl", "arch": "amd64", "from_version": "3.0.13-0ubuntu3.1", "to_version": "3.0.13-0ubuntu3.4",
+         "ecosystem": "deb", "security": true, "requires_reboot": false,
+         "advisories": [{"external_id": "USN-7000-1", "source": "usn", "severity": "high", "cves": ["CVE-2024-1"]}]},
+        {"name": "linux-image-generic", "arch": "amd64", "from_version": "6.8.0-40", "to_version": "6.8.0-45",
+         "ecosystem": "deb", "security": false, "requires_reboot": true}
+    ]);
+    let answer = agent
+        .post(&app, "/v1/agent/check-in", &body, now, Tamper::None)
+        .await;
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    assert_eq!(
+        answer.json()["send_inventory"],
+        false,
+        "the inventory is stored"
+    );
+    let mut second = agent.check_in_body("inv-2");
+    second["reboot_required"] = json!(true);
+    let again = agent
+        .post(&app, "/v1/agent/check-in", &second, now, Tamper::None)
+        .await;
+    assert_eq!(
+        again.json()["send_inventory"],
+        true,
+        "a changed digest asks for the inventory"
+    );
+
+    let host_id = agent.host_id.clone().unwrap_or_default();
+    let path = format!("/v1/orgs/acme/hosts/{host_id}");
+    app.eventually(std::time::Duration::from_secs(20), || async {
+        let host = app
+            .call(As::Session(&owner), Method::GET, &path, None)
+            .await
+            .json();
+        host["updates"] == json!({"total": 2, "security": 1, "requiring_reboot": 1})
+    })
+    .await;
+    let host = app
+        .call(As::Session(&owner), Method::GET, &path, None)
+        .await
+        .json();
+    assert_eq!(host["advisory_coverage"], "covered");
+    assert_eq!(host["reboot_required"], true);
+    let filtered = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/hosts?has_security_updates=true&reboot_required=true",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(filtered["items"].as_array().map(Vec::len), Some(1));
+
+    // Silent for more than three intervals: the upkeep job marks it offline.
+    app.clock.advance(chrono::Duration::minutes(16));
+    app.state
+        .queue
+        .push(platform::jobs::FleetUpkeep {
+            minute: "test".into(),
+        })
+        .await
+        .expect("queued");
+    app.eventually(std::time::Duration::from_secs(20), || async {
+        let host = app
+            .call(As::Session(&owner), Method::GET, &path, None)
+            .await
+            .json();
+        host["status"] == "offline"
+    })
+    .await;
+    let events = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            &format!("{path}/events"),
+            None,
+        )
+        .await
+        .json();
+    let kinds: Vec<&str> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"went_offline") && kinds.contains(&"enrolled"),
+        "{kinds:?}"
+    );
+
+    // Checking in again after the gap is an event of its own.
+    let back = agent
+        .post(
+            &app,
+            "/v1/agent/check-in",
+            &agent.check_in_body("inv-2"),
+            app.clock_now(),
+            Tamper::None,
+        )
+        .await;
+    assert_eq!(back.status.as_u16(), 200);
+    let events = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            &format!("{path}/events"),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(events["items"][0]["kind"], "checked_in_after_gap");
+
+    // The day's rollup counts the host once.
+    let day = app.clock_now().date_naive();
+    app.state
+        .queue
+        .push(platform::jobs::RollupUsage { day })
+        .await
+        .expect("queued");
+    app.eventually(std::time::Duration::from_secs(20), || async {
+        entities::usage_days::Entity::find()
+            .all(&app.state.db.orm)
+            .await
+            .is_ok_and(|rows| rows.len() == 1 && rows[0].active_hosts == 1 && rows[0].day == day)
+    })
+    .await;
+    app.stop().await;
+}

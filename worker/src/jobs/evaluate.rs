@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use apalis::prelude::{BoxDynError, Data};
-use entities::{group_hosts, groups, hosts};
+use entities::{group_hosts, groups, host_updates, hosts};
 use platform::{
     jobs::{EvaluateGroup, EvaluateHost},
     selector::Selector,
 };
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr};
 use uuid::Uuid;
 
 use crate::Deps;
@@ -54,8 +54,73 @@ pub async fn host(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError
         .map(|g| g.id)
         .collect();
     apply(&txn, host.id, &current, &wanted).await?;
+
+    // Update counts and advisory coverage from the reported updates.
+    let updates: Vec<(bool, bool)> = host_updates::Entity::find()
+        .select_only()
+        .column(host_updates::Column::Security)
+        .column(host_updates::Column::RequiresReboot)
+        .filter(host_updates::Column::HostId.eq(host.id))
+        .into_tuple()
+        .all(&txn)
+        .await?;
+    let count = |f: fn(&(bool, bool)) -> bool| {
+        i32::try_from(updates.iter().filter(|u| f(u)).count()).unwrap_or(i32::MAX)
+    };
+    let total = i32::try_from(updates.len()).unwrap_or(i32::MAX);
+    let coverage = advisory_coverage(host.distro.as_deref(), host.distro_version.as_deref());
+    let evaluated = host.last_inventory_at.is_some();
+    hosts::Entity::update_many()
+        .col_expr(
+            hosts::Column::UpdatesTotal,
+            Expr::value(evaluated.then_some(total)),
+        )
+        .col_expr(
+            hosts::Column::UpdatesSecurity,
+            Expr::value(evaluated.then(|| count(|u| u.0))),
+        )
+        .col_expr(
+            hosts::Column::UpdatesRequiringReboot,
+            Expr::value(evaluated.then(|| count(|u| u.1))),
+        )
+        .col_expr(hosts::Column::AdvisoryCoverage, Expr::value(coverage))
+        .filter(hosts::Column::Id.eq(host.id))
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
     Ok(())
+}
+
+/// Distributions with a security advisory feed the service reads.
+const FEEDS: &[&str] = &[
+    "ubuntu",
+    "debian",
+    "rhel",
+    "rocky",
+    "almalinux",
+    "centos",
+    "fedora",
+    "ol",
+    "amzn",
+    "sles",
+    "opensuse-leap",
+    "alpine",
+];
+
+/// `covered` when the release is known and its distribution has an advisory feed, `no_feed`
+/// when the release is known but has none (every update unrated, which is not safe), and
+/// `unknown_release` until the agent reports its distribution and version.
+pub fn advisory_coverage(distro: Option<&str>, version: Option<&str>) -> &'static str {
+    match (distro, version) {
+        (Some(distro), Some(version)) if !distro.is_empty() && !version.is_empty() => {
+            if FEEDS.contains(&distro) {
+                "covered"
+            } else {
+                "no_feed"
+            }
+        }
+        _ => "unknown_release",
+    }
 }
 
 async fn apply(

@@ -3,3 +3,4 @@
 pub mod evaluate;
 pub mod housekeeping;
 pub mod send_email;
+pub mod upkeep;

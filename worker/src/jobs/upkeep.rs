@@ -1,0 +1,104 @@
+//! `fleet.upkeep` and `billing.rollup`: time-driven fleet maintenance.
+
+use apalis::prelude::{BoxDynError, Data};
+use chrono::Duration;
+use entities::{host_days, host_events, hosts, usage_days};
+use platform::jobs::{FleetUpkeep, RollupUsage};
+use sea_orm::{
+    ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
+    sea_query::{Expr, OnConflict},
+};
+use uuid::Uuid;
+
+use crate::Deps;
+
+/// Hosts are offline after this many missed check-in intervals.
+const MISSED_INTERVALS: i64 = 3;
+
+pub async fn fleet(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> {
+    let now = deps.clock.now();
+    let db = &deps.db.orm;
+    // Every host that is online but silent beyond three of its intervals. Intervals are per
+    // host; the default one bounds the query and each row is checked exactly.
+    let candidates: Vec<(Uuid, Uuid, Option<chrono::DateTime<chrono::Utc>>, i32)> =
+        hosts::Entity::find()
+            .select_only()
+            .column(hosts::Column::Id)
+            .column(hosts::Column::OrgId)
+            .column(hosts::Column::LastSeenAt)
+            .column(hosts::Column::CheckInIntervalS)
+            .filter(hosts::Column::Status.eq("online"))
+            .filter(hosts::Column::LastSeenAt.lt(now - Duration::seconds(MISSED_INTERVALS * 60)))
+            .into_tuple()
+            .all(db)
+            .await?;
+    let mut offline = 0;
+    for (id, org_id, last_seen, interval) in candidates {
+        let Some(last_seen) = last_seen else { continue };
+        if now - last_seen <= Duration::seconds(MISSED_INTERVALS * i64::from(interval)) {
+            continue;
+        }
+        let txn = deps.db.begin_write().await?;
+        let changed = hosts::Entity::update_many()
+            .col_expr(hosts::Column::Status, Expr::value("offline"))
+            .filter(hosts::Column::Id.eq(id))
+            .filter(hosts::Column::Status.eq("online"))
+            .filter(hosts::Column::LastSeenAt.eq(last_seen))
+            .exec(&txn)
+            .await?;
+        if changed.rows_affected == 1 {
+            host_events::Entity::insert(host_events::ActiveModel {
+                id: Set(platform::ids::new_uuid()),
+                org_id: Set(org_id),
+                host_id: Set(id),
+                kind: Set("went_offline".into()),
+                details: Set(Some(
+                    serde_json::json!({"last_seen_at": last_seen}).to_string(),
+                )),
+                created_at: Set(now),
+            })
+            .exec(&txn)
+            .await?;
+            offline += 1;
+        }
+        txn.commit().await?;
+    }
+    if offline > 0 {
+        tracing::info!(minute = %job.minute, offline, "hosts went offline");
+    }
+    Ok(())
+}
+
+pub async fn rollup(job: RollupUsage, deps: Data<Deps>) -> Result<(), BoxDynError> {
+    let db = &deps.db.orm;
+    let orgs: Vec<Uuid> = host_days::Entity::find()
+        .select_only()
+        .column(host_days::Column::OrgId)
+        .filter(host_days::Column::Day.eq(job.day))
+        .distinct()
+        .into_tuple()
+        .all(db)
+        .await?;
+    for org_id in orgs {
+        let active = host_days::Entity::find()
+            .filter(host_days::Column::OrgId.eq(org_id))
+            .filter(host_days::Column::Day.eq(job.day))
+            .count(db)
+            .await?;
+        usage_days::Entity::insert(usage_days::ActiveModel {
+            org_id: Set(org_id),
+            day: Set(job.day),
+            active_hosts: Set(i32::try_from(active).unwrap_or(i32::MAX)),
+            reported: Set(false),
+        })
+        .on_conflict(
+            OnConflict::columns([usage_days::Column::OrgId, usage_days::Column::Day])
+                .update_column(usage_days::Column::ActiveHosts)
+                .to_owned(),
+        )
+        .exec(db)
+        .await?;
+    }
+    tracing::info!(day = %job.day, "usage rolled up");
+    Ok(())
+}
