@@ -132,7 +132,15 @@ impl TestAgent {
             Tamper::Stale(seconds) => now.timestamp() - seconds,
             _ => now.timestamp(),
         };
-        let (input, signature, digest) = self.sign("POST", path, &bytes, created, key_id, nonce);
+        let (input, signature, digest) = self.sign(
+            &test_authority(),
+            "POST",
+            path,
+            &bytes,
+            created,
+            key_id,
+            nonce,
+        );
         if tamper == Tamper::Body {
             bytes = serde_json::to_vec(&json!({"tampered": true})).expect("json");
         }
@@ -155,9 +163,12 @@ impl TestAgent {
         }
     }
 
-    /// Signature-Input, Signature and Content-Digest for a request to the test service.
+    /// Signature-Input, Signature and Content-Digest for a request to the service whose public
+    /// authority (host[:port] of its `SERVICE_BASE_URL`) is `authority`.
+    #[allow(clippy::too_many_arguments)]
     pub fn sign(
         &self,
+        authority: &str,
         method: &str,
         path: &str,
         body: &[u8],
@@ -169,10 +180,6 @@ impl TestAgent {
         let params = format!(
             "(\"@method\" \"@authority\" \"@path\" \"content-digest\");created={created};keyid=\"{key_id}\";nonce=\"{nonce}\""
         );
-        let authority = url::Url::parse(crate::BASE_URL)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_owned))
-            .unwrap_or_default();
         let base = format!(
             "\"@method\": {method}\n\"@authority\": {authority}\n\"@path\": {path}\n\"content-digest\": {digest}\n\"@signature-params\": {params}"
         );
@@ -184,4 +191,23 @@ impl TestAgent {
             digest,
         )
     }
+}
+
+/// The authority of the test service (`BASE_URL`).
+pub fn test_authority() -> String {
+    authority_of(crate::BASE_URL)
+}
+
+/// host[:port] of a base URL, as the service names itself in signatures.
+pub fn authority_of(base_url: &str) -> String {
+    url::Url::parse(base_url)
+        .ok()
+        .and_then(|u| {
+            let host = u.host_str()?.to_ascii_lowercase();
+            Some(match u.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            })
+        })
+        .unwrap_or_default()
 }

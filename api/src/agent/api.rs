@@ -20,10 +20,11 @@ use super::{
 };
 use crate::{
     AppState,
-    auth::limit_anonymous,
+    access::client_ip,
     enrollment_tokens::{TOKEN_PREFIX, usable},
     error::{ApiError, BadRequest, Conflict, Errors, Forbidden, TooManyRequests, Unauthorized},
     hosts::record_event,
+    rate_limit::{self, Limit},
     tags::Tag,
 };
 
@@ -167,13 +168,39 @@ async fn certify<C: sea_orm::ConnectionTrait>(
     Ok(issued)
 }
 
+/// Enrolments per client address: generous, since a whole fleet may enrol from behind one
+/// NAT, yet bounded.
+const ENROL_PER_IP: Limit = Limit {
+    burst: 1000,
+    per_second: 50.0,
+};
+
+async fn limit_enrolment(state: &AppState, req: &Request) -> Result<(), ApiError> {
+    let ip = client_ip(req).unwrap_or_else(|| "unknown".into());
+    let decision = rate_limit::take(
+        &state.db,
+        &format!("enrol-ip:{ip}"),
+        ENROL_PER_IP,
+        state.clock.now(),
+    )
+    .await?;
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(ApiError::RateLimited {
+            retry_after_s: decision.retry_after_s,
+            limit: decision.limit,
+        })
+    }
+}
+
 pub struct AgentApi;
 
 #[OpenApi(tag = "Tag::Agent")]
 impl AgentApi {
     /// Enrol a host with an enrollment token and a CSR. A token that is not usable (unknown,
     /// revoked, expired or used up) is 403 `forbidden` without saying why; a malformed CSR or
-    /// facts 400. Limited per client address.
+    /// facts 400. Limited per client address (burst 1,000, then 50 a second).
     #[oai(
         path = "/v1/agent/enroll",
         method = "post",
@@ -185,7 +212,7 @@ impl AgentApi {
         req: &Request,
         body: Unsigned<EnrollRequest>,
     ) -> Result<EnrollAnswer, Errors<(BadRequest, Forbidden, TooManyRequests)>> {
-        limit_anonymous(&state, req, None).await?;
+        limit_enrolment(&state, req).await?;
         let request = body.0;
         store::validate_facts(&request.facts)?;
         let now = state.clock.now();

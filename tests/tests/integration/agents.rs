@@ -288,6 +288,7 @@ async fn hostile_agent_requests_are_refused_and_store_nothing() {
     }
     let bomb = encoder.finish().expect("gzip");
     let (input, signature, digest) = agent.sign(
+        &tests::agent::test_authority(),
         "POST",
         "/v1/agent/check-in",
         &bomb,
