@@ -179,18 +179,17 @@ pub async fn find_session(
     if !platform::secrets::well_formed("", cookie) {
         return Err(ApiError::Unauthenticated);
     }
-    let session = sessions::Entity::find()
+    // One query: the session and its account.
+    let (session, account) = sessions::Entity::find()
         .filter(sessions::Column::TokenHash.eq(platform::secrets::hash(cookie)))
+        .find_also_related(accounts::Entity)
         .one(&state.db.orm)
         .await?
+        .and_then(|(session, account)| account.map(|account| (session, account)))
         .ok_or(ApiError::Unauthenticated)?;
     if session.expires_at <= now || session.last_seen_at + SESSION_IDLE <= now {
         return Err(ApiError::Unauthenticated);
     }
-    let account = accounts::Entity::find_by_id(session.account_id)
-        .one(&state.db.orm)
-        .await?
-        .ok_or(ApiError::Unauthenticated)?;
     if now - session.last_seen_at >= TOUCH_EVERY {
         let mut touched: sessions::ActiveModel = session.clone().into();
         touched.last_seen_at = Set(now);
@@ -311,13 +310,13 @@ async fn membership(
     caller: &Caller,
     slug: &str,
 ) -> Result<(organizations::Model, Role), ApiError> {
-    let org = organizations::Entity::find()
-        .filter(organizations::Column::Slug.eq(slug))
-        .one(&state.db.orm)
-        .await?
-        .ok_or(ApiError::NotFound)?;
     match &caller.via {
         Via::ApiToken { org_id, role, .. } => {
+            let org = organizations::Entity::find()
+                .filter(organizations::Column::Slug.eq(slug))
+                .one(&state.db.orm)
+                .await?
+                .ok_or(ApiError::NotFound)?;
             if *org_id == org.id {
                 Ok((org, *role))
             } else {
@@ -325,9 +324,14 @@ async fn membership(
             }
         }
         Via::Session { .. } => {
-            let member = memberships::Entity::find_by_id((org.id, caller.account.id))
+            // One query: the caller's membership of the organization with that slug.
+            let (member, org) = memberships::Entity::find()
+                .filter(memberships::Column::AccountId.eq(caller.account.id))
+                .find_also_related(organizations::Entity)
+                .filter(organizations::Column::Slug.eq(slug))
                 .one(&state.db.orm)
                 .await?
+                .and_then(|(member, org)| org.map(|org| (member, org)))
                 .ok_or(ApiError::NotFound)?;
             let role = member
                 .role

@@ -53,30 +53,22 @@ pub struct MeApi;
 
 async fn me(state: &AppState, caller: &crate::access::Caller) -> Result<Me, ApiError> {
     let account = &caller.account;
-    let memberships = memberships::Entity::find()
+    // One query: the memberships and their organizations.
+    let mut query = memberships::Entity::find()
         .filter(memberships::Column::AccountId.eq(account.id))
+        .find_also_related(organizations::Entity);
+    if let crate::access::Via::ApiToken { org_id, .. } = &caller.via {
+        query = query.filter(memberships::Column::OrgId.eq(*org_id));
+    }
+    let mut organizations: Vec<MyOrganization> = query
         .all(&state.db.orm)
-        .await?;
-    let orgs = organizations::Entity::find()
-        .filter(organizations::Column::Id.is_in(memberships.iter().map(|m| m.org_id)))
-        .all(&state.db.orm)
-        .await?;
-    let mut organizations: Vec<MyOrganization> = orgs
+        .await?
         .into_iter()
-        .filter(|org| match &caller.via {
-            crate::access::Via::ApiToken { org_id, .. } => *org_id == org.id,
-            crate::access::Via::Session { .. } => true,
-        })
-        .filter_map(|org| {
-            let role = memberships
-                .iter()
-                .find(|m| m.org_id == org.id)?
-                .role
-                .clone();
-            Some(MyOrganization {
+        .filter_map(|(membership, org)| {
+            org.map(|org| MyOrganization {
                 slug: org.slug,
                 name: org.name,
-                role,
+                role: membership.role,
                 plan: org.plan,
             })
         })

@@ -7,6 +7,7 @@ pub mod database;
 pub mod identity;
 pub mod processes;
 pub mod smtp_sink;
+pub mod wrk;
 
 use std::{sync::Arc, time::Duration};
 
