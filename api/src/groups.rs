@@ -1,7 +1,7 @@
 //! Groups of hosts: static members (replaced whole by `PUT …/hosts`) and label-selected members
 //! (from the group's selector, kept current by host evaluation).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use entities::{group_hosts, groups, hosts};
@@ -12,8 +12,8 @@ use poem_openapi::{
     types::MaybeUndefined,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -99,24 +99,46 @@ pub enum Deleted {
     Deleted,
 }
 
-async fn count<C: ConnectionTrait>(db: &C, group_id: Uuid, source: &str) -> Result<i64, ApiError> {
-    Ok(group_hosts::Entity::find()
-        .filter(group_hosts::Column::GroupId.eq(group_id))
-        .filter(group_hosts::Column::Source.eq(source))
-        .count(db)
-        .await? as i64)
+/// Member counts per group and source, for all of `group_ids` in one grouped query.
+async fn counts<C: ConnectionTrait>(
+    db: &C,
+    group_ids: Vec<Uuid>,
+) -> Result<HashMap<(Uuid, String), i64>, ApiError> {
+    let rows: Vec<(Uuid, String, i64)> = group_hosts::Entity::find()
+        .select_only()
+        .column(group_hosts::Column::GroupId)
+        .column(group_hosts::Column::Source)
+        .column_as(group_hosts::Column::HostId.count(), "members")
+        .filter(group_hosts::Column::GroupId.is_in(group_ids))
+        .group_by(group_hosts::Column::GroupId)
+        .group_by(group_hosts::Column::Source)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().map(|(g, s, n)| ((g, s), n)).collect())
 }
 
-async fn view<C: ConnectionTrait>(db: &C, row: groups::Model) -> Result<Group, ApiError> {
-    Ok(Group {
+fn group_view(row: groups::Model, counts: &HashMap<(Uuid, String), i64>) -> Group {
+    let count = |source: &str| {
+        counts
+            .get(&(row.id, source.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    Group {
         id: platform::ids::format_id("grp", row.id),
-        static_hosts: count(db, row.id, STATIC).await?,
-        label_hosts: count(db, row.id, LABEL).await?,
+        static_hosts: count(STATIC),
+        label_hosts: count(LABEL),
         name: row.name,
         selector: row.selector,
         created_at: row.created_at,
         updated_at: row.updated_at,
-    })
+    }
+}
+
+async fn view<C: ConnectionTrait>(db: &C, row: groups::Model) -> Result<Group, ApiError> {
+    let counts = counts(db, vec![row.id]).await?;
+    Ok(group_view(row, &counts))
 }
 
 fn selector(raw: Option<&str>) -> Result<Option<String>, ApiError> {
@@ -248,10 +270,11 @@ impl GroupsApi {
             .then(|| rows.get(limit as usize - 1).map(|g| Cursor::encode(g.id)))
             .flatten();
         rows.truncate(limit as usize);
-        let mut items = Vec::with_capacity(rows.len());
-        for row in rows {
-            items.push(view(&state.db.orm, row).await?);
-        }
+        let counts = counts(&state.db.orm, rows.iter().map(|g| g.id).collect()).await?;
+        let items = rows
+            .into_iter()
+            .map(|row| group_view(row, &counts))
+            .collect();
         Ok(Json(Page { items, next_cursor }))
     }
 

@@ -178,6 +178,17 @@ async fn setting_static_hosts_with_a_foreign_or_unknown_id_changes_nothing() {
         .await;
     assert_eq!(set.status.as_u16(), 200, "{}", set.body);
     assert_eq!(set.json(), json!({"static_hosts": 2}));
+    let listed = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/groups",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(listed["items"][0]["static_hosts"], 2);
+    assert_eq!(listed["items"][0]["label_hosts"], 0);
 
     for hosts in [
         json!([a, theirs]),
