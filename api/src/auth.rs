@@ -458,6 +458,7 @@ impl AuthApi {
             plan: Set("free".into()),
             sso_enforced: Set(false),
             created_at: Set(now),
+            proposal_seq: Set(0),
         }
         .insert(&txn)
         .await

@@ -26,6 +26,12 @@ pub enum Tag {
     Hosts,
     /// Groups of hosts: static and label-selected members.
     Groups,
+    /// Update policies: scope, approvals, maintenance windows.
+    Policies,
+    /// Update proposals and the decisions on them.
+    Proposals,
+    /// The discussion on a proposal.
+    Comments,
     /// The agent protocol: enrolment, signed check-ins, certificate renewal.
     Agent,
 }

@@ -54,6 +54,8 @@ pub struct Model {
     pub cert_expires_at: Option<DateTimeUtc>,
     pub decommissioned_at: Option<DateTimeUtc>,
     pub updated_at: DateTimeUtc,
+    /// JSON `{to: {codename, version}}`: the release upgrade the agent last said is offered.
+    pub release_upgrade: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

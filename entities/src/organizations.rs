@@ -14,6 +14,8 @@ pub struct Model {
     /// Members must sign in through single sign-on.
     pub sso_enforced: bool,
     pub created_at: DateTimeUtc,
+    /// The last proposal number handed out (numbers are per organization and gap-free).
+    pub proposal_seq: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

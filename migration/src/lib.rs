@@ -9,6 +9,7 @@ mod m20261122_000001_identity;
 mod m20261122_000002_enrollment_tokens;
 mod m20261122_000003_hosts_groups;
 mod m20261122_000004_agents;
+mod m20261122_000005_proposals;
 
 pub struct Migrator;
 
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000002_enrollment_tokens::Migration),
             Box::new(m20261122_000003_hosts_groups::Migration),
             Box::new(m20261122_000004_agents::Migration),
+            Box::new(m20261122_000005_proposals::Migration),
         ]
     }
 }

@@ -235,3 +235,29 @@ impl Job for RollupUsage {
     const QUEUE: &'static str = "billing.rollup";
     const RETRIES: usize = 5;
 }
+
+/// Recompute the proposals of one policy from its hosts' available updates. Coalesced: a
+/// policy is marked dirty (one row however many hosts changed) and the job claims the mark
+/// before reading, so a change during a run queues exactly one more run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvaluatePolicy {
+    pub policy_id: uuid::Uuid,
+}
+
+impl Job for EvaluatePolicy {
+    const QUEUE: &'static str = "policy.evaluate";
+    const RETRIES: usize = 5;
+}
+
+/// Move proposals whose time has come: `scheduled` ones whose window opened go ahead, and
+/// `snoozed` ones whose snooze ran out reopen. Queued by the scheduler when one is due.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProposalTimers {
+    /// The second this run belongs to (RFC 3339); also its idempotency key.
+    pub at: String,
+}
+
+impl Job for ProposalTimers {
+    const QUEUE: &'static str = "proposal.timers";
+    const RETRIES: usize = 5;
+}

@@ -236,6 +236,7 @@ impl TestApp {
             cert_expires_at: Set(None),
             decommissioned_at: Set(None),
             updated_at: Set(now),
+            release_upgrade: Set(None),
         }
         .insert(db)
         .await

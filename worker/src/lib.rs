@@ -5,6 +5,7 @@ pub mod cli;
 pub mod failed;
 pub mod jobs;
 pub mod mailer;
+pub mod proposals;
 
 use std::{sync::Arc, time::Duration};
 
@@ -22,8 +23,8 @@ use platform::{
     config::Config,
     db::{Database, Pool},
     jobs::{
-        EvaluateGroup, EvaluateHost, FleetUpkeep, Housekeeping, Job, RollupUsage, SendEmail,
-        postgres_config, sqlite_config,
+        EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
+        ProposalTimers, RollupUsage, SendEmail, postgres_config, sqlite_config,
     },
 };
 use tokio_util::sync::CancellationToken;
@@ -164,6 +165,22 @@ pub async fn run(
         options,
         EvaluateGroup,
         jobs::evaluate::group
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        EvaluatePolicy,
+        jobs::policy::evaluate
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        ProposalTimers,
+        jobs::policy::timers
     );
     monitor = register!(
         monitor,

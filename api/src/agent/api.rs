@@ -313,6 +313,12 @@ impl AgentApi {
         }
         if inventory {
             store::replace_inventory(&txn, host.id, &body).await?;
+            changed.release_upgrade = Set(body
+                .release_upgrade
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|e| ApiError::Internal(e.into()))?);
             changed.inventory_digest = Set(Some(body.inventory_digest.clone()));
             changed.last_inventory_at = Set(Some(now));
         }

@@ -136,7 +136,7 @@ pub struct Update {
     pub advisories: Vec<Advisory>,
 }
 
-#[derive(Object, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Object, Deserialize, Serialize, Clone, Debug, PartialEq)]
 pub struct Release {
     #[serde(default)]
     pub codename: Option<String>,
@@ -144,7 +144,7 @@ pub struct Release {
     pub version: Option<String>,
 }
 
-#[derive(Object, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Object, Deserialize, Serialize, Clone, Debug, PartialEq)]
 pub struct ReleaseUpgrade {
     pub to: Release,
 }

@@ -93,6 +93,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         plan: Set("free".into()),
         sso_enforced: Set(false),
         created_at: Set(now),
+        proposal_seq: Set(0),
     }
     .insert(&db.orm)
     .await?;

@@ -88,6 +88,8 @@ pub async fn host(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError
         .exec(&txn)
         .await?;
     txn.commit().await?;
+    // Its policies' proposals follow (coalesced per policy).
+    super::policy::mark_dirty(&deps.db, host.org_id, deps.clock.now()).await?;
     Ok(())
 }
 
@@ -213,5 +215,6 @@ pub async fn group(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynErr
         .await?;
     }
     txn.commit().await?;
+    super::policy::mark_dirty(&deps.db, group.org_id, deps.clock.now()).await?;
     Ok(())
 }

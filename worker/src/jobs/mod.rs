@@ -2,5 +2,6 @@
 
 pub mod evaluate;
 pub mod housekeeping;
+pub mod policy;
 pub mod send_email;
 pub mod upkeep;

@@ -1,0 +1,619 @@
+//! Update policies (`pol_`): which hosts and updates they cover, how many distinct approvals
+//! their proposals need, and when approved changes may go out. Every change bumps `version`;
+//! an open proposal keeps the version (and the rules) it was opened under.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use entities::{groups, policies, proposals};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use uuid::Uuid;
+use worker::proposals::{StoredWindow, UNDECIDED};
+
+use crate::{
+    AppState,
+    access::org,
+    audit::Entry,
+    error::{
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
+    input,
+    paging::{Cursor, Page, page_limit},
+    roles::{Manage, ReadFleet},
+    tags::Tag,
+    text::Text,
+};
+use platform::{
+    selector::Selector,
+    window::{Window, WindowSpec},
+};
+
+/// Most approvals a policy may require.
+pub const MAX_REQUIRED_APPROVALS: i32 = 20;
+/// Most groups a policy's scope may name.
+pub const MAX_SCOPE_GROUPS: usize = 100;
+
+/// When approved changes go out.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum Apply {
+    /// As soon as the proposal is approved.
+    Asap,
+    /// As soon as it is approved and the maintenance window is open; approving while the
+    /// window is shut schedules the proposal for the window's next opening.
+    AsapInWindow,
+}
+
+/// What approving lets a job do about reboots.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum Reboot {
+    /// Never reboot.
+    Never,
+    /// Reboot hosts that need it right after applying.
+    Immediate,
+    /// Reboot hosts that need it, only inside the maintenance window.
+    InWindow,
+}
+
+/// Which updates the policy proposes.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum Coverage {
+    /// Every available update (and release upgrades).
+    All,
+    /// Only updates that fix an advisory or that the distribution marks as security.
+    Security,
+}
+
+/// A severity, lowest first. Advisory sources' words map onto these (`moderate` is medium,
+/// `important` is high, `negligible` is low).
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// Which hosts a policy covers: live hosts in at least one of `groups` (every host of the
+/// organization when `groups` is empty) that also match `selector` (when given).
+#[derive(Object, Clone)]
+#[oai(deny_unknown_fields)]
+pub struct Scope {
+    /// `grp_` ids of this organization (at most 100).
+    #[oai(default)]
+    pub groups: Vec<Text>,
+    /// Label selector the hosts must also match: `key=value`, `key!=value`,
+    /// `key in (a,b)`, `key` (exists), AND-ed with commas.
+    pub selector: Option<Text>,
+}
+
+/// A maintenance window: RFC 5545 RRULE text, a duration and an IANA time zone. Without a
+/// DTSTART the rule counts from the policy's creation in `time_zone`; local times hold across
+/// daylight-saving changes. Rules must repeat at most hourly (no SECONDLY or MINUTELY); a rule
+/// that never fires again is refused.
+#[derive(Object, Clone)]
+#[oai(deny_unknown_fields)]
+pub struct WindowBody {
+    /// e.g. `FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0` (at most 1,000 characters).
+    #[oai(validator(max_length = 1000))]
+    pub rrule: Text,
+    /// How long each opening lasts: 1 to 10,080 minutes (a week).
+    pub duration_minutes: u32,
+    /// IANA time zone, e.g. `Europe/Berlin`.
+    #[oai(validator(max_length = 64))]
+    pub time_zone: Text,
+}
+
+/// A policy as written by `POST` and `PUT` (a `PUT` replaces the whole policy).
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct PolicyBody {
+    /// Unique in the organization (1–255 characters).
+    #[oai(validator(max_length = 255))]
+    pub name: Text,
+    pub scope: Scope,
+    /// Distinct people who must approve a proposal (0 approves automatically; at most 20).
+    pub required_approvals: i32,
+    pub apply: Apply,
+    /// Required when `apply` is `asap_in_window` or `reboot` is `in_window`.
+    pub window: Option<WindowBody>,
+    pub reboot: Reboot,
+    /// Fold new updates into the open proposal instead of opening another that supersedes it.
+    #[oai(default)]
+    pub auto_merge: bool,
+    pub updates: Coverage,
+    /// Propose only updates with an advisory at least this severe (unrated updates are left
+    /// out). Release upgrades are proposed only when `updates` is `all` without a minimum.
+    pub min_severity: Option<Severity>,
+}
+
+#[derive(Object)]
+pub struct ScopeView {
+    pub groups: Vec<String>,
+    pub selector: Option<String>,
+}
+
+#[derive(Object)]
+pub struct WindowView {
+    pub rrule: String,
+    pub duration_minutes: u32,
+    pub time_zone: String,
+    /// When the window next opens (now if it is open); absent when it never opens again.
+    pub next_opening: Option<DateTime<Utc>>,
+}
+
+#[derive(Object)]
+pub struct Policy {
+    /// `pol_` id.
+    pub id: String,
+    /// Starts at 1; every change adds one.
+    pub version: i32,
+    pub name: String,
+    pub scope: ScopeView,
+    pub required_approvals: i32,
+    pub apply: Apply,
+    pub window: Option<WindowView>,
+    pub reboot: Reboot,
+    pub auto_merge: bool,
+    pub updates: Coverage,
+    pub min_severity: Option<Severity>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(ApiResponse)]
+pub enum Created {
+    /// Created; its proposals are computed in the background.
+    #[oai(status = 201)]
+    Created(Json<Policy>),
+}
+
+#[derive(ApiResponse)]
+pub enum Deleted {
+    /// Deleted. Its open and snoozed proposals close; approved ones go ahead.
+    #[oai(status = 204)]
+    Deleted,
+}
+
+/// The validated columns of a policy.
+struct Valid {
+    name: String,
+    groups: Vec<Uuid>,
+    selector: Option<String>,
+    required: i32,
+    apply: &'static str,
+    window: Option<String>,
+    reboot: &'static str,
+    auto_merge: bool,
+    updates: &'static str,
+    min_severity: Option<&'static str>,
+}
+
+async fn validate<C: ConnectionTrait>(
+    db: &C,
+    org_id: Uuid,
+    body: &PolicyBody,
+    created: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Valid, ApiError> {
+    let name = input::name("name", &body.name)?;
+    if !(0..=MAX_REQUIRED_APPROVALS).contains(&body.required_approvals) {
+        return Err(ApiError::invalid(format!(
+            "required_approvals must be between 0 and {MAX_REQUIRED_APPROVALS}"
+        )));
+    }
+    if body.scope.groups.len() > MAX_SCOPE_GROUPS {
+        return Err(ApiError::invalid(format!(
+            "scope.groups may name at most {MAX_SCOPE_GROUPS} groups"
+        )));
+    }
+    let mut groups_wanted = BTreeSet::new();
+    for raw in &body.scope.groups {
+        let id = platform::ids::parse_id("grp", raw).ok_or_else(|| {
+            ApiError::invalid(format!("scope.groups: {:?} is not a group id", raw.0))
+        })?;
+        groups_wanted.insert(id);
+    }
+    let found: Vec<Uuid> = groups::Entity::find()
+        .select_only()
+        .column(groups::Column::Id)
+        .filter(groups::Column::OrgId.eq(org_id))
+        .filter(groups::Column::Id.is_in(groups_wanted.iter().copied()))
+        .into_tuple()
+        .all(db)
+        .await?;
+    if found.len() != groups_wanted.len() {
+        return Err(ApiError::invalid(
+            "scope.groups names a group that is not in this organization",
+        ));
+    }
+    let selector = match body.scope.selector.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => {
+            Selector::parse(text).map_err(|e| ApiError::invalid(format!("scope.selector: {e}")))?;
+            Some(text.to_owned())
+        }
+    };
+    let window = match &body.window {
+        None => None,
+        Some(w) => {
+            let spec = WindowSpec {
+                rrule: w.rrule.trim().to_owned(),
+                duration_minutes: w.duration_minutes,
+                time_zone: w.time_zone.trim().to_owned(),
+            };
+            let window = Window::parse(&spec, created)
+                .map_err(|e| ApiError::invalid(format!("window: {e}")))?;
+            window
+                .check_fires(now)
+                .map_err(|e| ApiError::invalid(format!("window: {e}")))?;
+            Some(
+                serde_json::json!({
+                    "rrule": spec.rrule,
+                    "duration_minutes": spec.duration_minutes,
+                    "time_zone": spec.time_zone,
+                })
+                .to_string(),
+            )
+        }
+    };
+    if window.is_none() && body.apply == Apply::AsapInWindow {
+        return Err(ApiError::invalid("apply asap_in_window needs a window"));
+    }
+    if window.is_none() && body.reboot == Reboot::InWindow {
+        return Err(ApiError::invalid("reboot in_window needs a window"));
+    }
+    Ok(Valid {
+        name,
+        groups: groups_wanted.into_iter().collect(),
+        selector,
+        required: body.required_approvals,
+        apply: match body.apply {
+            Apply::Asap => "asap",
+            Apply::AsapInWindow => "asap_in_window",
+        },
+        window,
+        reboot: match body.reboot {
+            Reboot::Never => "never",
+            Reboot::Immediate => "immediate",
+            Reboot::InWindow => "in_window",
+        },
+        auto_merge: body.auto_merge,
+        updates: match body.updates {
+            Coverage::All => "all",
+            Coverage::Security => "security",
+        },
+        min_severity: body.min_severity.map(Severity::as_str),
+    })
+}
+
+fn severity(text: &str) -> Option<Severity> {
+    match text {
+        "low" => Some(Severity::Low),
+        "medium" => Some(Severity::Medium),
+        "high" => Some(Severity::High),
+        "critical" => Some(Severity::Critical),
+        _ => None,
+    }
+}
+
+fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
+    let groups: Vec<Uuid> = serde_json::from_str(&row.scope_groups).unwrap_or_default();
+    let window = row.window.as_deref().and_then(|text| {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let stored = StoredWindow {
+            rrule: value["rrule"].as_str()?.to_owned(),
+            duration_minutes: u32::try_from(value["duration_minutes"].as_u64()?).ok()?,
+            time_zone: value["time_zone"].as_str()?.to_owned(),
+            created: row.created_at,
+        };
+        let parsed = stored.window();
+        let next_opening = parsed.and_then(|w| {
+            if w.is_open(now) {
+                Some(now)
+            } else {
+                w.next_opening(now)
+            }
+        });
+        Some(WindowView {
+            rrule: stored.rrule,
+            duration_minutes: stored.duration_minutes,
+            time_zone: stored.time_zone,
+            next_opening,
+        })
+    });
+    Policy {
+        id: platform::ids::format_id("pol", row.id),
+        version: row.version,
+        name: row.name,
+        scope: ScopeView {
+            groups: groups
+                .into_iter()
+                .map(|g| platform::ids::format_id("grp", g))
+                .collect(),
+            selector: row.selector,
+        },
+        required_approvals: row.required_approvals,
+        apply: if row.apply == "asap_in_window" {
+            Apply::AsapInWindow
+        } else {
+            Apply::Asap
+        },
+        window,
+        reboot: match row.reboot.as_str() {
+            "immediate" => Reboot::Immediate,
+            "in_window" => Reboot::InWindow,
+            _ => Reboot::Never,
+        },
+        auto_merge: row.auto_merge,
+        updates: if row.updates == "security" {
+            Coverage::Security
+        } else {
+            Coverage::All
+        },
+        min_severity: row.min_severity.as_deref().and_then(severity),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+async fn find_policy<C: ConnectionTrait>(
+    db: &C,
+    org_id: Uuid,
+    raw: &str,
+) -> Result<policies::Model, ApiError> {
+    let id = platform::ids::parse_id("pol", raw).ok_or(ApiError::NotFound)?;
+    policies::Entity::find_by_id(id)
+        .filter(policies::Column::OrgId.eq(org_id))
+        .one(db)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
+    if matches!(
+        err.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    ) {
+        ApiError::Conflict(format!("A policy named {name:?} exists."))
+    } else {
+        err.into()
+    }
+}
+
+fn groups_json(groups: &[Uuid]) -> String {
+    serde_json::to_string(groups).unwrap_or_else(|_| "[]".into())
+}
+
+async fn evaluate_soon(state: &AppState, policy_id: Uuid) -> Result<(), ApiError> {
+    worker::jobs::policy::mark_policies_dirty(&state.db, &[policy_id], state.clock.now())
+        .await
+        .map_err(ApiError::Internal)
+}
+
+type Mutation = Errors<(
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+    TooManyRequests,
+)>;
+
+pub struct PoliciesApi;
+
+#[OpenApi(tag = "Tag::Policies")]
+impl PoliciesApi {
+    /// Create a policy. Its proposals are computed in the background from the available
+    /// updates of the hosts in its scope. A name in use is 409 `conflict`; a bad field (an
+    /// unknown group, a malformed selector, an RRULE that never fires, an unknown time zone,
+    /// `asap_in_window` without a window) is 400 `invalid-request`.
+    #[oai(
+        path = "/v1/orgs/:org/policies",
+        method = "post",
+        operation_id = "createPolicy"
+    )]
+    async fn create(
+        &self,
+        org: org::Path<Manage>,
+        state: poem::web::Data<&AppState>,
+        body: Json<PolicyBody>,
+    ) -> Result<Created, Mutation> {
+        let now = state.clock.now();
+        let txn = state.db.begin_write().await?;
+        let valid = validate(&txn, org.org_id(), &body, now, now).await?;
+        let row = policies::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            org_id: Set(org.org_id()),
+            name: Set(valid.name.clone()),
+            version: Set(1),
+            scope_groups: Set(groups_json(&valid.groups)),
+            selector: Set(valid.selector),
+            required_approvals: Set(valid.required),
+            apply: Set(valid.apply.into()),
+            window: Set(valid.window),
+            reboot: Set(valid.reboot.into()),
+            auto_merge: Set(valid.auto_merge),
+            updates: Set(valid.updates.into()),
+            min_severity: Set(valid.min_severity.map(Into::into)),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(&txn)
+        .await
+        .map_err(|e| name_taken(e, &valid.name))?;
+        Entry::new("policy.created")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("policy", platform::ids::format_id("pol", row.id))
+            .details(serde_json::json!({ "name": row.name, "version": row.version }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        evaluate_soon(&state, row.id).await?;
+        Ok(Created::Created(Json(view(row, now))))
+    }
+
+    /// The organization's policies, oldest first.
+    #[oai(
+        path = "/v1/orgs/:org/policies",
+        method = "get",
+        operation_id = "listPolicies"
+    )]
+    async fn list(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<Policy>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let mut query = policies::Entity::find()
+            .filter(policies::Column::OrgId.eq(org.org_id()))
+            .order_by_asc(policies::Column::Id)
+            .limit(u64::from(limit) + 1);
+        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(policies::Column::Id.gt(after));
+        }
+        let rows = query.all(&state.db.orm).await?;
+        let now = state.clock.now();
+        Ok(Json(Page::from_rows(
+            rows,
+            limit,
+            |r| r.id,
+            |r| view(r, now),
+        )))
+    }
+
+    /// One policy, with when its window next opens.
+    #[oai(
+        path = "/v1/orgs/:org/policies/:policy_id",
+        method = "get",
+        operation_id = "getPolicy"
+    )]
+    async fn get(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// The policy's id (`pol_`).
+        policy_id: Path<String>,
+    ) -> Result<Json<Policy>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+        let row = find_policy(&state.db.orm, org.org_id(), &policy_id).await?;
+        Ok(Json(view(row, state.clock.now())))
+    }
+
+    /// Replace a policy (every field, as on create); `version` goes up by one. Proposals
+    /// already open keep the rules and version they were opened under; new ones use these.
+    #[oai(
+        path = "/v1/orgs/:org/policies/:policy_id",
+        method = "put",
+        operation_id = "replacePolicy"
+    )]
+    async fn replace(
+        &self,
+        org: org::Path<Manage>,
+        state: poem::web::Data<&AppState>,
+        /// The policy's id (`pol_`).
+        policy_id: Path<String>,
+        body: Json<PolicyBody>,
+    ) -> Result<Json<Policy>, Mutation> {
+        let now = state.clock.now();
+        let txn = state.db.begin_write().await?;
+        let row = find_policy(&txn, org.org_id(), &policy_id).await?;
+        let valid = validate(&txn, org.org_id(), &body, row.created_at, now).await?;
+        let version = row.version.saturating_add(1);
+        let mut changed: policies::ActiveModel = row.into();
+        changed.name = Set(valid.name.clone());
+        changed.version = Set(version);
+        changed.scope_groups = Set(groups_json(&valid.groups));
+        changed.selector = Set(valid.selector);
+        changed.required_approvals = Set(valid.required);
+        changed.apply = Set(valid.apply.into());
+        changed.window = Set(valid.window);
+        changed.reboot = Set(valid.reboot.into());
+        changed.auto_merge = Set(valid.auto_merge);
+        changed.updates = Set(valid.updates.into());
+        changed.min_severity = Set(valid.min_severity.map(Into::into));
+        changed.updated_at = Set(now);
+        let row = changed
+            .update(&txn)
+            .await
+            .map_err(|e| name_taken(e, &valid.name))?;
+        Entry::new("policy.updated")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("policy", platform::ids::format_id("pol", row.id))
+            .details(serde_json::json!({ "name": row.name, "version": row.version }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        evaluate_soon(&state, row.id).await?;
+        Ok(Json(view(row, now)))
+    }
+
+    /// Delete a policy. Its open and snoozed proposals close; proposals already approved or
+    /// scheduled go ahead as agreed.
+    #[oai(
+        path = "/v1/orgs/:org/policies/:policy_id",
+        method = "delete",
+        operation_id = "deletePolicy"
+    )]
+    async fn delete(
+        &self,
+        org: org::Path<Manage>,
+        state: poem::web::Data<&AppState>,
+        /// The policy's id (`pol_`).
+        policy_id: Path<String>,
+    ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+        let now = state.clock.now();
+        let txn = state.db.begin_write().await?;
+        let row = find_policy(&txn, org.org_id(), &policy_id).await?;
+        let undecided = proposals::Entity::find()
+            .filter(proposals::Column::PolicyId.eq(row.id))
+            .filter(proposals::Column::Status.is_in(UNDECIDED))
+            .all(&txn)
+            .await?;
+        for proposal in undecided {
+            worker::jobs::policy::close(&txn, proposal, now).await?;
+        }
+        policies::Entity::delete_by_id(row.id).exec(&txn).await?;
+        Entry::new("policy.deleted")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("policy", platform::ids::format_id("pol", row.id))
+            .details(serde_json::json!({ "name": row.name }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        Ok(Deleted::Deleted)
+    }
+}

@@ -1,0 +1,1050 @@
+//! Update proposals: the list, the full detail, and the decisions (approve, reject, snooze),
+//! each answering the approval summary.
+//!
+//! Decisions run in one write transaction that locks the proposal first (a row lock on
+//! Postgres; SQLite's single writer), so concurrent approvals by several people are counted
+//! one at a time: none is lost, none counts twice, and the status moves exactly once.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use chrono::{DateTime, Duration, Utc};
+use entities::{
+    accounts, hosts, known_exploited, proposal_changes, proposal_decisions, proposal_hosts,
+    proposals,
+};
+use poem_openapi::{Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set,
+};
+use uuid::Uuid;
+use worker::proposals::{self as domain, OPEN, REJECTED, SCHEDULED, SNOOZED};
+
+use crate::{
+    AppState,
+    access::org,
+    audit::Entry,
+    error::{
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
+        Unauthorized,
+    },
+    paging::{Cursor, Page, page_limit},
+    roles::{Operate, ReadFleet},
+    tags::Tag,
+    text::Text,
+};
+
+/// Most hosts the detail lists in `targets`.
+pub const MAX_TARGETS: u64 = 100;
+/// Longest reason a decision may carry.
+pub const MAX_REASON: usize = 2_000;
+/// Furthest ahead a snooze may reach.
+pub const MAX_SNOOZE_DAYS: i64 = 365;
+
+/// The proposal `raw_id` (`prp_…`) of organization `org_id`; any other id, or another
+/// organization's proposal, is `not-found`.
+pub async fn find_proposal<C: ConnectionTrait>(
+    db: &C,
+    org_id: Uuid,
+    raw_id: &str,
+) -> Result<proposals::Model, ApiError> {
+    let id = platform::ids::parse_id("prp", raw_id).ok_or(ApiError::NotFound)?;
+    proposals::Entity::find_by_id(id)
+        .filter(proposals::Column::OrgId.eq(org_id))
+        .one(db)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+/// The same, locked for a decision (a row lock on Postgres; SQLite's write transaction
+/// already excludes other writers).
+async fn lock_proposal(
+    state: &AppState,
+    txn: &DatabaseTransaction,
+    org_id: Uuid,
+    raw_id: &str,
+) -> Result<proposals::Model, ApiError> {
+    let id = platform::ids::parse_id("prp", raw_id).ok_or(ApiError::NotFound)?;
+    let mut query = proposals::Entity::find_by_id(id).filter(proposals::Column::OrgId.eq(org_id));
+    if state.db.kind() == platform::config::DatabaseKind::Postgres {
+        query = query.lock_exclusive();
+    }
+    query.one(txn).await?.ok_or(ApiError::NotFound)
+}
+
+/// The approval summary: what approve, reject and snooze answer.
+#[derive(Object)]
+pub struct ApprovalSummary {
+    /// `prp_` id.
+    pub id: String,
+    /// The proposal's status now: `open`, `approved`, `scheduled`, `applying`, `applied`,
+    /// `partially_applied`, `failed`, `rejected`, `snoozed`, `superseded` or `closed`; values
+    /// this build does not know are passed through.
+    pub status: String,
+    /// Distinct people who approved. A rejected proposal keeps the count it had.
+    pub approvals: i64,
+    /// Approvals the policy asks for.
+    pub required: i64,
+    /// Approvals still needed: zero once there are enough, and zero for a final proposal.
+    pub outstanding: i64,
+    /// When the window opens; present only when status is `scheduled`.
+    #[oai(skip_serializing_if_is_none)]
+    pub scheduled_for: Option<DateTime<Utc>>,
+}
+
+fn summary(p: &proposals::Model) -> ApprovalSummary {
+    ApprovalSummary {
+        id: platform::ids::format_id("prp", p.id),
+        status: p.status.clone(),
+        approvals: i64::from(p.approvals),
+        required: i64::from(p.required),
+        outstanding: domain::outstanding(p),
+        scheduled_for: (p.status == SCHEDULED).then_some(p.scheduled_for).flatten(),
+    }
+}
+
+/// The policy a proposal was opened under, at the version it had then.
+#[derive(Object)]
+pub struct PolicyRef {
+    /// `pol_` id.
+    pub id: String,
+    pub name: String,
+    pub version: i32,
+}
+
+/// A proposal in a list.
+#[derive(Object)]
+pub struct ProposalItem {
+    pub id: String,
+    pub number: i64,
+    /// `package_update`, `security_update` (every change fixes an advisory) or `dist_upgrade`.
+    pub kind: String,
+    pub status: String,
+    pub title: String,
+    pub approvals: i64,
+    pub required: i64,
+    pub outstanding: i64,
+    pub hosts: i64,
+    pub packages: i64,
+    pub known_exploited: bool,
+    /// Null when nothing in the proposal was rated (not the same as harmless).
+    pub max_severity: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[oai(skip_serializing_if_is_none)]
+    pub scheduled_for: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub snoozed_until: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub policy: Option<PolicyRef>,
+}
+
+fn policy_ref(p: &proposals::Model) -> Option<PolicyRef> {
+    Some(PolicyRef {
+        id: platform::ids::format_id("pol", p.policy_id?),
+        name: p.policy_name.clone()?,
+        version: p.policy_version?,
+    })
+}
+
+fn item(p: proposals::Model) -> ProposalItem {
+    ProposalItem {
+        id: platform::ids::format_id("prp", p.id),
+        outstanding: domain::outstanding(&p),
+        policy: policy_ref(&p),
+        number: p.number,
+        kind: p.kind,
+        title: p.title,
+        approvals: i64::from(p.approvals),
+        required: i64::from(p.required),
+        hosts: p.hosts,
+        packages: p.packages,
+        known_exploited: p.known_exploited,
+        max_severity: p.max_severity,
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+        scheduled_for: (p.status == SCHEDULED).then_some(p.scheduled_for).flatten(),
+        snoozed_until: (p.status == SNOOZED).then_some(p.snoozed_until).flatten(),
+        status: p.status,
+    }
+}
+
+#[derive(Object)]
+pub struct Release {
+    pub codename: Option<String>,
+    pub version: Option<String>,
+}
+
+/// A release upgrade: the distribution (lowercase, as on a host) and both releases.
+#[derive(Object)]
+pub struct ReleaseUpgrade {
+    pub distro: String,
+    pub from: Release,
+    pub to: Release,
+}
+
+#[derive(Object)]
+pub struct AdvisoryView {
+    /// `source:external_id`, stable across proposals.
+    pub id: String,
+    pub external_id: String,
+    pub source: String,
+    /// low, medium, high or critical; null when the advisory is not rated.
+    pub severity: Option<String>,
+    pub title: Option<String>,
+    pub url: Option<String>,
+    pub cves: Vec<String>,
+    /// A CVE it lists is on a public known-exploited catalogue (never raises severity).
+    pub known_exploited: bool,
+}
+
+#[derive(Object)]
+pub struct ChangelogEntry {
+    pub version: String,
+    pub date: Option<String>,
+    pub distribution: Option<String>,
+    pub maintainer: Option<String>,
+    pub urgency: Option<String>,
+    pub changes: String,
+}
+
+/// A change's changelog: `found`, `pending` (not fetched yet) or `missing` (the archive has
+/// none for this version); entries after the installed version up to the offered one, newest
+/// first, at most 15.
+#[derive(Object)]
+pub struct Changelog {
+    pub status: String,
+    pub url: Option<String>,
+    pub entries: Vec<ChangelogEntry>,
+}
+
+/// One change: a package from one version to another, on `hosts` of the proposal's hosts.
+#[derive(Object)]
+pub struct ChangeView {
+    pub package: String,
+    /// deb, rpm, apk or pacman.
+    pub ecosystem: String,
+    pub from_version: String,
+    pub to_version: String,
+    pub hosts: i64,
+    pub advisories: Vec<AdvisoryView>,
+    /// Absent where there is none to fetch: no source package reported, or a distribution
+    /// family without changelogs (only Debian-family packages have one).
+    #[oai(skip_serializing_if_is_none)]
+    pub changelog: Option<Changelog>,
+}
+
+#[derive(Object)]
+pub struct Person {
+    /// `usr_` id.
+    pub id: String,
+    pub email: String,
+    pub name: Option<String>,
+}
+
+#[derive(Object)]
+pub struct DecisionView {
+    pub at: DateTime<Utc>,
+    pub by: Person,
+    /// approved, rejected or snoozed.
+    pub decision: String,
+    /// Why, as given; empty when no reason was given.
+    pub reason: String,
+}
+
+#[derive(Object)]
+pub struct Target {
+    /// `hst_` id.
+    pub id: String,
+    pub hostname: String,
+    pub display_name: Option<String>,
+}
+
+/// A proposal in full.
+#[derive(Object)]
+pub struct ProposalDetail {
+    pub id: String,
+    /// Human-facing, per organization, gap-free, never reused.
+    pub number: i64,
+    /// `package_update`, `security_update` (every change fixes an advisory) or `dist_upgrade`.
+    pub kind: String,
+    /// A status this build does not know is passed through as stored.
+    pub status: String,
+    pub title: String,
+    pub approvals: i64,
+    pub required: i64,
+    /// Zero for any final proposal.
+    pub outstanding: i64,
+    /// Exact count of hosts.
+    pub hosts: i64,
+    /// Distinct packages.
+    pub packages: i64,
+    pub auto_merge: bool,
+    /// Something it fixes is on a public known-exploited catalogue; shown beside severity,
+    /// never raising it.
+    pub known_exploited: bool,
+    /// Null means nothing in the proposal was rated (which is not the same as harmless).
+    pub max_severity: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[oai(skip_serializing_if_is_none)]
+    pub closed_at: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub scheduled_for: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub snoozed_until: Option<DateTime<Utc>>,
+    /// The proposal that replaced this one.
+    #[oai(skip_serializing_if_is_none)]
+    pub superseded_by: Option<String>,
+    /// never, immediate (reboot hosts that need it) or in_window (the same, only inside the
+    /// maintenance window), as the rule said when opened. An agent reboots only if its own
+    /// local configuration permits.
+    pub reboot: String,
+    #[oai(skip_serializing_if_is_none)]
+    pub policy: Option<PolicyRef>,
+    /// Present for kind `dist_upgrade` only.
+    #[oai(skip_serializing_if_is_none)]
+    pub release_upgrade: Option<ReleaseUpgrade>,
+    /// Grouped by package and both versions.
+    pub changes: Vec<ChangeView>,
+    /// Oldest first.
+    pub decisions: Vec<DecisionView>,
+    /// At most 100 hosts; `hosts` is always exact.
+    pub targets: Vec<Target>,
+    /// Whether `targets` lists every host.
+    pub targets_complete: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredAdvisory {
+    external_id: String,
+    source: String,
+    #[serde(default)]
+    severity: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    cves: Vec<String>,
+}
+
+fn release_view(text: &str) -> Option<ReleaseUpgrade> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let release = |r: &serde_json::Value| Release {
+        codename: r["codename"].as_str().map(str::to_owned),
+        version: r["version"].as_str().map(str::to_owned),
+    };
+    Some(ReleaseUpgrade {
+        distro: v["distro"].as_str()?.to_owned(),
+        from: release(&v["from"]),
+        to: release(&v["to"]),
+    })
+}
+
+async fn detail<C: ConnectionTrait>(
+    db: &C,
+    p: proposals::Model,
+) -> Result<ProposalDetail, ApiError> {
+    let changes = proposal_changes::Entity::find()
+        .filter(proposal_changes::Column::ProposalId.eq(p.id))
+        .order_by_asc(proposal_changes::Column::Package)
+        .order_by_asc(proposal_changes::Column::FromVersion)
+        .order_by_asc(proposal_changes::Column::ToVersion)
+        .all(db)
+        .await?;
+    let parsed: Vec<Vec<StoredAdvisory>> = changes
+        .iter()
+        .map(|c| serde_json::from_str(&c.advisories).unwrap_or_default())
+        .collect();
+    let cves: BTreeSet<String> = parsed
+        .iter()
+        .flatten()
+        .flat_map(|a| a.cves.iter().cloned())
+        .collect();
+    let mut exploited = HashSet::new();
+    let cves: Vec<String> = cves.into_iter().collect();
+    for chunk in cves.chunks(500) {
+        let found: Vec<String> = known_exploited::Entity::find()
+            .select_only()
+            .column(known_exploited::Column::Cve)
+            .filter(known_exploited::Column::Cve.is_in(chunk.to_vec()))
+            .into_tuple()
+            .all(db)
+            .await?;
+        exploited.extend(found);
+    }
+    let changes = changes
+        .into_iter()
+        .zip(parsed)
+        .map(|(c, advisories)| ChangeView {
+            changelog: (c.source_name.is_some() && c.ecosystem == "deb").then(|| Changelog {
+                status: "pending".into(),
+                url: None,
+                entries: Vec::new(),
+            }),
+            package: c.package,
+            ecosystem: c.ecosystem,
+            from_version: c.from_version,
+            to_version: c.to_version,
+            hosts: c.hosts,
+            advisories: advisories
+                .into_iter()
+                .map(|a| AdvisoryView {
+                    id: format!("{}:{}", a.source, a.external_id),
+                    known_exploited: a.cves.iter().any(|cve| exploited.contains(cve)),
+                    severity: a
+                        .severity
+                        .as_deref()
+                        .and_then(domain::severity_rank)
+                        .map(|r| domain::severity_name(r).to_owned()),
+                    external_id: a.external_id,
+                    source: a.source,
+                    title: a.title,
+                    url: a.url,
+                    cves: a.cves,
+                })
+                .collect(),
+        })
+        .collect();
+
+    let decided = proposal_decisions::Entity::find()
+        .filter(proposal_decisions::Column::ProposalId.eq(p.id))
+        .order_by_asc(proposal_decisions::Column::At)
+        .order_by_asc(proposal_decisions::Column::Id)
+        .all(db)
+        .await?;
+    let people: HashMap<Uuid, accounts::Model> = accounts::Entity::find()
+        .filter(accounts::Column::Id.is_in(decided.iter().map(|d| d.account_id)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|a| (a.id, a))
+        .collect();
+    let decisions = decided
+        .into_iter()
+        .map(|d| {
+            let account = people.get(&d.account_id);
+            DecisionView {
+                at: d.at,
+                by: Person {
+                    id: platform::ids::format_id("usr", d.account_id),
+                    email: account.map(|a| a.email.clone()).unwrap_or_default(),
+                    name: account.and_then(|a| a.name.clone()),
+                },
+                decision: d.decision,
+                reason: d.reason.unwrap_or_default(),
+            }
+        })
+        .collect();
+
+    let target_ids: Vec<Uuid> = proposal_hosts::Entity::find()
+        .select_only()
+        .column(proposal_hosts::Column::HostId)
+        .filter(proposal_hosts::Column::ProposalId.eq(p.id))
+        .order_by_asc(proposal_hosts::Column::HostId)
+        .limit(MAX_TARGETS + 1)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let targets_complete = target_ids.len() as u64 <= MAX_TARGETS;
+    let listed: Vec<Uuid> = target_ids.into_iter().take(MAX_TARGETS as usize).collect();
+    let mut names: HashMap<Uuid, (String, Option<String>)> = hosts::Entity::find()
+        .select_only()
+        .columns([
+            hosts::Column::Id,
+            hosts::Column::Hostname,
+            hosts::Column::DisplayName,
+        ])
+        .filter(hosts::Column::Id.is_in(listed.clone()))
+        .into_tuple::<(Uuid, String, Option<String>)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|(id, hostname, display)| (id, (hostname, display)))
+        .collect();
+    let targets = listed
+        .into_iter()
+        .filter_map(|id| {
+            let (hostname, display_name) = names.remove(&id)?;
+            Some(Target {
+                id: platform::ids::format_id("hst", id),
+                hostname,
+                display_name,
+            })
+        })
+        .collect();
+
+    Ok(ProposalDetail {
+        id: platform::ids::format_id("prp", p.id),
+        outstanding: domain::outstanding(&p),
+        policy: policy_ref(&p),
+        release_upgrade: (p.kind == "dist_upgrade")
+            .then(|| p.release_upgrade.as_deref().and_then(release_view))
+            .flatten(),
+        superseded_by: p
+            .superseded_by
+            .map(|id| platform::ids::format_id("prp", id)),
+        scheduled_for: (p.status == SCHEDULED).then_some(p.scheduled_for).flatten(),
+        snoozed_until: (p.status == SNOOZED).then_some(p.snoozed_until).flatten(),
+        number: p.number,
+        kind: p.kind,
+        title: p.title,
+        approvals: i64::from(p.approvals),
+        required: i64::from(p.required),
+        hosts: p.hosts,
+        packages: p.packages,
+        auto_merge: p.auto_merge,
+        known_exploited: p.known_exploited,
+        max_severity: p.max_severity,
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+        closed_at: p.closed_at,
+        reboot: p.reboot,
+        status: p.status,
+        changes,
+        decisions,
+        targets,
+        targets_complete,
+    })
+}
+
+/// Why a proposal cannot go ahead on some of its hosts: a host holds a package its change
+/// touches, has been offline beyond three check-in intervals, is decommissioned, or its agent
+/// does not permit `apply_updates`. An agent too old to report its permissions is not refused.
+async fn preflight(
+    txn: &DatabaseTransaction,
+    p: &proposals::Model,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>, ApiError> {
+    type Row = (
+        Uuid,
+        String,
+        Option<DateTime<Utc>>,
+        i32,
+        Option<DateTime<Utc>>,
+        Option<String>,
+        String,
+    );
+    let rows: Vec<Row> = hosts::Entity::find()
+        .select_only()
+        .columns([
+            hosts::Column::Id,
+            hosts::Column::Hostname,
+            hosts::Column::LastSeenAt,
+            hosts::Column::CheckInIntervalS,
+            hosts::Column::DecommissionedAt,
+            hosts::Column::AgentPermissions,
+            hosts::Column::HeldPackages,
+        ])
+        .filter(hosts::Column::Id.in_subquery(hosts_of(p.id)))
+        .order_by_asc(hosts::Column::Hostname)
+        .into_tuple()
+        .all(txn)
+        .await?;
+    let mut problems = Vec::new();
+    let mut holding: Vec<(Uuid, String, Vec<String>)> = Vec::new();
+    for (id, hostname, last_seen, interval, decommissioned, permissions, held) in rows {
+        if decommissioned.is_some() {
+            problems.push(format!("{hostname} is decommissioned"));
+            continue;
+        }
+        let silent_for = last_seen.map(|seen| now - seen);
+        if silent_for.is_some_and(|d| d > Duration::seconds(3 * i64::from(interval))) {
+            problems.push(format!(
+                "{hostname} has been offline for over three check-ins"
+            ));
+            continue;
+        }
+        if let Some(permissions) = permissions {
+            let list: Vec<String> = serde_json::from_str(&permissions).unwrap_or_default();
+            if !list.iter().any(|p| p == "apply_updates") {
+                problems.push(format!("{hostname}'s agent does not permit apply_updates"));
+                continue;
+            }
+        }
+        let held: Vec<String> = serde_json::from_str(&held).unwrap_or_default();
+        if !held.is_empty() {
+            holding.push((id, hostname, held));
+        }
+    }
+    if holding.is_empty() {
+        return Ok(problems);
+    }
+    let packages_at: HashMap<i32, String> = proposal_changes::Entity::find()
+        .select_only()
+        .column(proposal_changes::Column::Position)
+        .column(proposal_changes::Column::Package)
+        .filter(proposal_changes::Column::ProposalId.eq(p.id))
+        .into_tuple::<(i32, String)>()
+        .all(txn)
+        .await?
+        .into_iter()
+        .collect();
+    for chunk in holding.chunks(500) {
+        let changes: HashMap<Uuid, String> = proposal_hosts::Entity::find()
+            .select_only()
+            .column(proposal_hosts::Column::HostId)
+            .column(proposal_hosts::Column::Changes)
+            .filter(proposal_hosts::Column::ProposalId.eq(p.id))
+            .filter(proposal_hosts::Column::HostId.is_in(chunk.iter().map(|h| h.0)))
+            .into_tuple::<(Uuid, String)>()
+            .all(txn)
+            .await?
+            .into_iter()
+            .collect();
+        for (id, hostname, held) in chunk {
+            let positions: Vec<i32> = changes
+                .get(id)
+                .and_then(|c| serde_json::from_str(c).ok())
+                .unwrap_or_default();
+            let touched = positions
+                .iter()
+                .filter_map(|pos| packages_at.get(pos))
+                .find(|package| held.contains(package));
+            if let Some(package) = touched {
+                problems.push(format!("{hostname} holds {package}"));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Release upgrades agents can carry out today.
+const EXECUTABLE_RELEASE_UPGRADES: [&str; 1] = ["ubuntu"];
+
+fn reason(raw: Option<&Text>, required: bool) -> Result<Option<String>, ApiError> {
+    let text = raw.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    match text {
+        None if required => Err(ApiError::invalid("reason is required")),
+        Some(t) if t.chars().count() > MAX_REASON => Err(ApiError::invalid(format!(
+            "reason must be at most {MAX_REASON} characters"
+        ))),
+        other => Ok(other),
+    }
+}
+
+async fn record_decision(
+    txn: &DatabaseTransaction,
+    p: &proposals::Model,
+    account_id: Uuid,
+    decision: &str,
+    reason: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    let inserted = proposal_decisions::ActiveModel {
+        id: Set(platform::ids::new_uuid()),
+        proposal_id: Set(p.id),
+        account_id: Set(account_id),
+        decision: Set(decision.to_owned()),
+        reason: Set(reason),
+        approval_of: Set((decision == "approved").then_some(account_id)),
+        at: Set(now),
+    }
+    .insert(txn)
+    .await;
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.sql_err(),
+                Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+            ) =>
+        {
+            Err(already_decided())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn already_decided() -> ApiError {
+    ApiError::state(
+        StateRefusal::AlreadyDecided,
+        "You have already approved this proposal.",
+    )
+}
+
+fn not_decidable(p: &proposals::Model) -> ApiError {
+    ApiError::state(
+        StateRefusal::NotDecidable,
+        format!(
+            "Proposal #{} is {}; it can no longer be decided.",
+            p.number, p.status
+        ),
+    )
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct RejectBody {
+    /// Why (1–2,000 characters).
+    pub reason: Text,
+}
+
+#[derive(Object)]
+#[oai(deny_unknown_fields)]
+pub struct SnoozeBody {
+    /// When the proposal reopens: in the future, at most a year ahead.
+    pub until: DateTime<Utc>,
+    /// Why (at most 2,000 characters).
+    pub reason: Option<Text>,
+}
+
+/// Filter on the list: proposals at least this severe.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum SeverityFilter {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+type Decision = Errors<(
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+    TooManyRequests,
+)>;
+
+pub struct ProposalsApi;
+
+#[OpenApi(tag = "Tag::Proposals")]
+impl ProposalsApi {
+    /// The organization's proposals, newest first. Filters combine (AND): `status`, `kind`,
+    /// `severity` (proposals whose `max_severity` is at least this), `known_exploited`,
+    /// `host` (proposals that include this `hst_` host), `policy` (`pol_`). An id filter
+    /// that is not an id of this organization matches nothing.
+    #[oai(
+        path = "/v1/orgs/:org/proposals",
+        method = "get",
+        operation_id = "listProposals"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// Only proposals with this status.
+        status: Query<Option<String>>,
+        /// Only proposals of this kind.
+        kind: Query<Option<String>>,
+        /// Only proposals at least this severe.
+        severity: Query<Option<SeverityFilter>>,
+        /// Only proposals that are (or are not) known-exploited.
+        known_exploited: Query<Option<bool>>,
+        /// Only proposals that include this host (`hst_`).
+        host: Query<Option<String>>,
+        /// Only proposals of this policy (`pol_`).
+        policy: Query<Option<String>>,
+        /// At most this many (default 50, at most 500).
+        limit: Query<Option<u32>>,
+        /// The `next_cursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> Result<
+        Json<Page<ProposalItem>>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            TooManyRequests,
+        )>,
+    > {
+        let limit = page_limit(limit.0)?;
+        let mut query = proposals::Entity::find()
+            .filter(proposals::Column::OrgId.eq(org.org_id()))
+            .order_by_desc(proposals::Column::Id)
+            .limit(u64::from(limit) + 1);
+        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
+            query = query.filter(proposals::Column::Id.lt(before));
+        }
+        if let Some(status) = status.0.as_deref() {
+            query = query.filter(proposals::Column::Status.eq(status));
+        }
+        if let Some(kind) = kind.0.as_deref() {
+            query = query.filter(proposals::Column::Kind.eq(kind));
+        }
+        if let Some(severity) = severity.0 {
+            let at_least: Vec<&str> = match severity {
+                SeverityFilter::Low => vec!["low", "medium", "high", "critical"],
+                SeverityFilter::Medium => vec!["medium", "high", "critical"],
+                SeverityFilter::High => vec!["high", "critical"],
+                SeverityFilter::Critical => vec!["critical"],
+            };
+            query = query.filter(proposals::Column::MaxSeverity.is_in(at_least));
+        }
+        if let Some(known) = known_exploited.0 {
+            query = query.filter(proposals::Column::KnownExploited.eq(known));
+        }
+        if let Some(raw) = host.0.as_deref() {
+            let host_id = platform::ids::parse_id("hst", raw).unwrap_or(Uuid::nil());
+            query = query.filter(
+                proposals::Column::Id.in_subquery(
+                    sea_orm::sea_query::Query::select()
+                        .column(proposal_hosts::Column::ProposalId)
+                        .from(proposal_hosts::Entity)
+                        .and_where(proposal_hosts::Column::HostId.eq(host_id))
+                        .to_owned(),
+                ),
+            );
+        }
+        if let Some(raw) = policy.0.as_deref() {
+            let policy_id = platform::ids::parse_id("pol", raw).unwrap_or(Uuid::nil());
+            query = query.filter(proposals::Column::PolicyId.eq(policy_id));
+        }
+        let rows = query.all(&state.db.orm).await?;
+        Ok(Json(Page::from_rows(rows, limit, |p| p.id, item)))
+    }
+
+    /// A proposal in full: its changes grouped by package and both versions, with advisories;
+    /// who decided what; and up to 100 of its hosts.
+    #[oai(
+        path = "/v1/orgs/:org/proposals/:proposal_id",
+        method = "get",
+        operation_id = "getProposal"
+    )]
+    async fn get(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        /// The proposal's id (`prp_`).
+        proposal_id: Path<String>,
+    ) -> Result<Json<ProposalDetail>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>>
+    {
+        let p = find_proposal(&state.db.orm, org.org_id(), &proposal_id).await?;
+        Ok(Json(detail(&state.db.orm, p).await?))
+    }
+
+    /// Approve a proposal. No body, and no schedule or rollout field is accepted. Each person
+    /// approves once (`already-decided` the second time, from any session or token); a
+    /// proposal that is final, snoozed or already going ahead is `not-decidable`; a host that
+    /// cannot take the change fails `preflight-failed`; a release upgrade on a distribution
+    /// no agent carries out yet is `not-executable`. With enough approvals the proposal goes
+    /// ahead: `approved`, or `scheduled` for the window's next opening when its rule says
+    /// `asap_in_window` and the window is shut (approving agrees to the change, not the hour).
+    #[oai(
+        path = "/v1/orgs/:org/proposals/:proposal_id/approve",
+        method = "post",
+        operation_id = "approveProposal"
+    )]
+    async fn approve(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The proposal's id (`prp_`).
+        proposal_id: Path<String>,
+    ) -> Result<
+        Json<ApprovalSummary>,
+        Errors<(Unauthorized, Forbidden, NotFound, Conflict, TooManyRequests)>,
+    > {
+        let now = state.clock.now();
+        let account_id = org.caller.account_id();
+        let txn = state.db.begin_write().await?;
+        let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
+        let approved_before = proposal_decisions::Entity::find()
+            .filter(proposal_decisions::Column::ProposalId.eq(p.id))
+            .filter(proposal_decisions::Column::ApprovalOf.eq(account_id))
+            .one(&txn)
+            .await?
+            .is_some();
+        if approved_before {
+            return Err(already_decided().into());
+        }
+        if p.status != OPEN {
+            return Err(not_decidable(&p).into());
+        }
+        if p.kind == "dist_upgrade" {
+            let distro = p
+                .release_upgrade
+                .as_deref()
+                .and_then(release_view)
+                .map(|r| r.distro)
+                .unwrap_or_default();
+            if !EXECUTABLE_RELEASE_UPGRADES.contains(&distro.as_str()) {
+                return Err(ApiError::state(
+                    StateRefusal::NotExecutable,
+                    format!("No agent carries out release upgrades of {distro:?} yet."),
+                )
+                .into());
+            }
+        }
+        let problems = preflight(&txn, &p, now).await?;
+        if !problems.is_empty() {
+            let shown: Vec<&str> = problems.iter().take(5).map(String::as_str).collect();
+            let more = problems.len().saturating_sub(shown.len());
+            let tail = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            return Err(ApiError::state(
+                StateRefusal::PreflightFailed,
+                format!(
+                    "Preflight fails on {} host(s): {}{tail}.",
+                    problems.len(),
+                    shown.join("; ")
+                ),
+            )
+            .into());
+        }
+        record_decision(&txn, &p, account_id, "approved", None, now).await?;
+        let approvals = p.approvals.saturating_add(1);
+        let mut changed: proposals::ActiveModel = p.clone().into();
+        changed.approvals = Set(approvals);
+        changed.updated_at = Set(now);
+        let mut p = changed.update(&txn).await?;
+        if approvals >= p.required {
+            p = domain::go_ahead(&txn, p, Some(account_id), now).await?;
+        }
+        Entry::new("proposal.approval_given")
+            .org(org.org_id())
+            .by(&org.caller)
+            .target("proposal", platform::ids::format_id("prp", p.id))
+            .details(serde_json::json!({ "approvals": p.approvals, "status": p.status }))
+            .write(&txn, now)
+            .await?;
+        txn.commit().await?;
+        Ok(Json(summary(&p)))
+    }
+
+    /// Reject a proposal with a reason. It keeps the approvals it had. An open or scheduled
+    /// proposal can be rejected; one that is final, snoozed or already applying is
+    /// `not-decidable`.
+    #[oai(
+        path = "/v1/orgs/:org/proposals/:proposal_id/reject",
+        method = "post",
+        operation_id = "rejectProposal"
+    )]
+    async fn reject(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The proposal's id (`prp_`).
+        proposal_id: Path<String>,
+        body: Json<RejectBody>,
+    ) -> Result<Json<ApprovalSummary>, Decision> {
+        let why = reason(Some(&body.reason), true)?;
+        let now = state.clock.now();
+        let txn = state.db.begin_write().await?;
+        let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
+        if p.status != OPEN && p.status != SCHEDULED {
+            return Err(not_decidable(&p).into());
+        }
+        record_decision(
+            &txn,
+            &p,
+            org.caller.account_id(),
+            "rejected",
+            why.clone(),
+            now,
+        )
+        .await?;
+        let mut changed: proposals::ActiveModel = p.into();
+        changed.status = Set(REJECTED.into());
+        changed.closed_at = Set(Some(now));
+        changed.scheduled_for = Set(None);
+        changed.updated_at = Set(now);
+        let p = changed.update(&txn).await?;
+        domain::record(
+            &txn,
+            &p,
+            "proposal.rejected",
+            Some(org.caller.account_id()),
+            serde_json::json!({"reason": why}),
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(Json(summary(&p)))
+    }
+
+    /// Snooze an open proposal until a time in the future (at most a year ahead); it reopens
+    /// then. A time in the past is 400 `invalid-request`; a proposal that is not open is
+    /// `not-decidable`.
+    #[oai(
+        path = "/v1/orgs/:org/proposals/:proposal_id/snooze",
+        method = "post",
+        operation_id = "snoozeProposal"
+    )]
+    async fn snooze(
+        &self,
+        org: org::Path<Operate>,
+        state: poem::web::Data<&AppState>,
+        /// The proposal's id (`prp_`).
+        proposal_id: Path<String>,
+        body: Json<SnoozeBody>,
+    ) -> Result<Json<ApprovalSummary>, Decision> {
+        let now = state.clock.now();
+        if body.until <= now {
+            return Err(ApiError::invalid("until must be in the future").into());
+        }
+        if body.until > now + Duration::days(MAX_SNOOZE_DAYS) {
+            return Err(ApiError::invalid("until must be at most a year ahead").into());
+        }
+        let why = reason(body.reason.as_ref(), false)?;
+        let txn = state.db.begin_write().await?;
+        let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
+        if p.status != OPEN {
+            return Err(not_decidable(&p).into());
+        }
+        record_decision(
+            &txn,
+            &p,
+            org.caller.account_id(),
+            "snoozed",
+            why.clone(),
+            now,
+        )
+        .await?;
+        let mut changed: proposals::ActiveModel = p.into();
+        changed.status = Set(SNOOZED.into());
+        changed.snoozed_until = Set(Some(body.until));
+        changed.updated_at = Set(now);
+        let p = changed.update(&txn).await?;
+        domain::record(
+            &txn,
+            &p,
+            "proposal.snoozed",
+            Some(org.caller.account_id()),
+            serde_json::json!({"until": body.until, "reason": why}),
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(Json(summary(&p)))
+    }
+}
+
+/// `SELECT host_id FROM proposal_hosts WHERE proposal_id = …`
+fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
+    sea_orm::sea_query::Query::select()
+        .column(proposal_hosts::Column::HostId)
+        .from(proposal_hosts::Entity)
+        .and_where(proposal_hosts::Column::ProposalId.eq(proposal_id))
+        .to_owned()
+}
+
+/// Open (not final) proposals that include `host_id`, newest first, for the host detail.
+pub async fn open_for_host<C: ConnectionTrait>(
+    db: &C,
+    host_id: Uuid,
+) -> Result<Vec<proposals::Model>, ApiError> {
+    Ok(proposals::Entity::find()
+        .filter(
+            proposals::Column::Id.in_subquery(
+                sea_orm::sea_query::Query::select()
+                    .column(proposal_hosts::Column::ProposalId)
+                    .from(proposal_hosts::Entity)
+                    .and_where(proposal_hosts::Column::HostId.eq(host_id))
+                    .to_owned(),
+            ),
+        )
+        .filter(proposals::Column::Status.is_not_in(domain::FINAL))
+        .order_by_desc(proposals::Column::Number)
+        .limit(100)
+        .all(db)
+        .await?)
+}

@@ -1,0 +1,29 @@
+//! A job (`job_`) for one host's agent: the changes of an approved proposal to apply.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "host_jobs")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub host_id: Uuid,
+    pub proposal_id: Option<Uuid>,
+    /// apply_updates or dist_upgrade.
+    pub kind: String,
+    /// JSON: what the agent is asked to do.
+    pub payload: String,
+    /// pending, dispatched, succeeded or failed.
+    pub status: String,
+    pub log: Option<String>,
+    pub rebooted: Option<bool>,
+    pub created_at: DateTimeUtc,
+    pub dispatched_at: Option<DateTimeUtc>,
+    pub finished_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

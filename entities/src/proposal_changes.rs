@@ -1,0 +1,25 @@
+//! One change of a proposal: a package from one version to another, on `hosts` of its hosts. `position` is stable while the proposal lives, so per-host change sets can refer to it.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "proposal_changes")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub proposal_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub position: i32,
+    pub package: String,
+    pub ecosystem: String,
+    pub from_version: String,
+    pub to_version: String,
+    pub source_name: Option<String>,
+    pub hosts: i64,
+    /// JSON array of advisories `{external_id, source, severity?, title?, url?, cves}`.
+    pub advisories: String,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,18 @@
+//! A host of a proposal, with the positions of the changes it makes (a JSON array).
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "proposal_hosts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub proposal_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub host_id: Uuid,
+    pub changes: String,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
