@@ -126,7 +126,7 @@ fn json_value(text: Option<&str>) -> Option<Value> {
     text.and_then(|t| serde_json::from_str(t).ok())
 }
 
-pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>) -> Host {
+pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>, proposals: Vec<ProposalRef>) -> Host {
     let updates = match (
         row.updates_total,
         row.updates_security,
@@ -175,7 +175,7 @@ pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>) -> Host {
         updates,
         advisory_coverage: row.advisory_coverage,
         groups,
-        proposals: Vec::new(),
+        proposals,
     }
 }
 
@@ -207,6 +207,14 @@ async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<Grou
 }
 
 /// The host `raw_id` of organization `org_id`, or `not-found`.
+/// The host's open proposals, newest first.
+async fn open_proposals<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<ProposalRef>, ApiError> {
+    Ok(crate::proposals::open_for_hosts(db, &[host_id])
+        .await?
+        .remove(&host_id)
+        .unwrap_or_default())
+}
+
 pub async fn find_host<C: ConnectionTrait>(
     db: &C,
     org_id: Uuid,
@@ -452,6 +460,8 @@ impl HostsApi {
             .into_iter()
             .map(|g| (g.id, g.name))
             .collect();
+        let host_ids: Vec<Uuid> = rows.iter().map(|h| h.id).collect();
+        let mut open = crate::proposals::open_for_hosts(&state.db.orm, &host_ids).await?;
         Ok(Json(Page::from_rows(
             rows,
             limit,
@@ -469,7 +479,8 @@ impl HostsApi {
                     .collect();
                 refs.sort_by(|a, b| a.name.cmp(&b.name));
                 refs.dedup_by(|a, b| a.id == b.id);
-                host_view(h, refs)
+                let proposals = open.remove(&h.id).unwrap_or_default();
+                host_view(h, refs, proposals)
             },
         )))
     }
@@ -489,7 +500,8 @@ impl HostsApi {
     ) -> Result<Json<Host>, HostErrors> {
         let host = find_host(&state.db.orm, org.org_id(), &host_id).await?;
         let groups = groups_of(&state.db.orm, host.id).await?;
-        Ok(Json(host_view(host, groups)))
+        let proposals = open_proposals(&state.db.orm, host.id).await?;
+        Ok(Json(host_view(host, groups, proposals)))
     }
 
     /// Edit a host: every field optional, an absent field left alone. `labels` replaces the
@@ -567,6 +579,7 @@ impl HostsApi {
             .write(&txn, now)
             .await?;
         let groups = groups_of(&txn, host.id).await?;
+        let proposals = open_proposals(&txn, host.id).await?;
         txn.commit().await?;
         if labels_changed {
             state
@@ -574,7 +587,7 @@ impl HostsApi {
                 .push(platform::jobs::EvaluateHost { host_id: host.id })
                 .await?;
         }
-        Ok(Json(host_view(updated, groups)))
+        Ok(Json(host_view(updated, groups, proposals)))
     }
 
     /// Decommission a host: its certificate stops working at once and it stops counting for
@@ -617,12 +630,13 @@ impl HostsApi {
             .write(&txn, now)
             .await?;
         let groups = groups_of(&txn, host.id).await?;
+        let proposals = open_proposals(&txn, host.id).await?;
         txn.commit().await?;
         state
             .queue
             .push(platform::jobs::EvaluateHost { host_id: host.id })
             .await?;
-        Ok(Decommissioned::Ok(Json(host_view(updated, groups))))
+        Ok(Decommissioned::Ok(Json(host_view(updated, groups, proposals))))
     }
 
     /// What happened to a host, newest first.

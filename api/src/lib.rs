@@ -6,6 +6,7 @@ pub mod agent;
 pub mod api_tokens;
 pub mod audit;
 pub mod auth;
+pub mod comments;
 pub mod emails;
 pub mod enrollment_tokens;
 pub mod error;
@@ -19,6 +20,8 @@ pub mod members;
 pub mod middleware;
 pub mod orgs;
 pub mod paging;
+pub mod policies;
+pub mod proposals;
 pub mod rate_limit;
 pub mod roles;
 pub mod server;
@@ -49,6 +52,9 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         enrollment_tokens::EnrollmentTokensApi,
         hosts::HostsApi,
         groups::GroupsApi,
+        policies::PoliciesApi,
+        proposals::ProposalsApi,
+        comments::CommentsApi,
         agent::api::AgentApi,
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))

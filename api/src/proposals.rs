@@ -1027,24 +1027,60 @@ fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
         .to_owned()
 }
 
-/// Open (not final) proposals that include `host_id`, newest first, for the host detail.
-pub async fn open_for_host<C: ConnectionTrait>(
+/// Open (not final) proposals of each of `host_ids`, newest first, for host views: two
+/// queries however many hosts.
+pub async fn open_for_hosts<C: ConnectionTrait>(
     db: &C,
-    host_id: Uuid,
-) -> Result<Vec<proposals::Model>, ApiError> {
-    Ok(proposals::Entity::find()
+    host_ids: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<crate::hosts::ProposalRef>>, ApiError> {
+    let pairs: Vec<(Uuid, Uuid)> = proposal_hosts::Entity::find()
+        .select_only()
+        .column(proposal_hosts::Column::HostId)
+        .column(proposal_hosts::Column::ProposalId)
+        .filter(proposal_hosts::Column::HostId.is_in(host_ids.iter().copied()))
         .filter(
-            proposals::Column::Id.in_subquery(
+            proposal_hosts::Column::ProposalId.in_subquery(
                 sea_orm::sea_query::Query::select()
-                    .column(proposal_hosts::Column::ProposalId)
-                    .from(proposal_hosts::Entity)
-                    .and_where(proposal_hosts::Column::HostId.eq(host_id))
+                    .column(proposals::Column::Id)
+                    .from(proposals::Entity)
+                    .and_where(proposals::Column::Status.is_not_in(domain::FINAL))
                     .to_owned(),
             ),
         )
-        .filter(proposals::Column::Status.is_not_in(domain::FINAL))
-        .order_by_desc(proposals::Column::Number)
-        .limit(100)
+        .into_tuple()
         .all(db)
-        .await?)
+        .await?;
+    if pairs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids: BTreeSet<Uuid> = pairs.iter().map(|(_, p)| *p).collect();
+    let found: HashMap<Uuid, proposals::Model> = proposals::Entity::find()
+        .filter(proposals::Column::Id.is_in(ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
+    let mut by_host: HashMap<Uuid, Vec<&proposals::Model>> = HashMap::new();
+    for (host, proposal) in &pairs {
+        if let Some(p) = found.get(proposal) {
+            by_host.entry(*host).or_default().push(p);
+        }
+    }
+    Ok(by_host
+        .into_iter()
+        .map(|(host, mut list)| {
+            list.sort_by(|a, b| b.number.cmp(&a.number));
+            let refs = list
+                .into_iter()
+                .map(|p| crate::hosts::ProposalRef {
+                    id: platform::ids::format_id("prp", p.id),
+                    number: p.number,
+                    status: p.status.clone(),
+                    title: p.title.clone(),
+                })
+                .collect();
+            (host, refs)
+        })
+        .collect())
 }

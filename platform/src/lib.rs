@@ -12,3 +12,4 @@ pub mod jobs;
 pub mod runtime;
 pub mod secrets;
 pub mod selector;
+pub mod window;
