@@ -163,6 +163,13 @@ async fn find_group<C: ConnectionTrait>(
         .ok_or(ApiError::NotFound)
 }
 
+/// Policies scoped by groups follow a membership change (coalesced per policy).
+async fn policies_follow(state: &AppState, org_id: Uuid) -> Result<(), ApiError> {
+    worker::jobs::policy::mark_dirty(&state.db, org_id, state.clock.now())
+        .await
+        .map_err(ApiError::Internal)
+}
+
 /// A unique violation on the group name is a conflict.
 fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
     if matches!(
@@ -383,6 +390,7 @@ impl GroupsApi {
             .write(&txn, now)
             .await?;
         txn.commit().await?;
+        policies_follow(&state, org.org_id()).await?;
         Ok(Deleted::Deleted)
     }
 
@@ -471,6 +479,7 @@ impl GroupsApi {
             .write(&txn, now)
             .await?;
         txn.commit().await?;
+        policies_follow(&state, org.org_id()).await?;
         Ok(Json(StaticHostsResult {
             static_hosts: ids.len() as i64,
         }))

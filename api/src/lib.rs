@@ -56,6 +56,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         proposals::ProposalsApi,
         comments::CommentsApi,
         agent::api::AgentApi,
+        agent::jobs::AgentJobsApi,
     );
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("openapi_intro.md"))

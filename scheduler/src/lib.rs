@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration as Span, Timelike, Utc};
 use platform::{
     clock::SharedClock,
     db::{Database, Pool},
-    jobs::{FleetUpkeep, Housekeeping, Queue, RollupUsage},
+    jobs::{FleetUpkeep, Housekeeping, ProposalTimers, Queue, RollupUsage},
 };
 use sqlx::{Connection, PgConnection};
 use tokio::sync::Mutex;
@@ -81,7 +81,42 @@ impl Scheduler {
                 .await?;
             self.queued("rollup", &day).await;
         }
+        // Proposals whose window opened or whose snooze ran out: one cheap indexed query a
+        // second, and a job (keyed by the second) only when something is due.
+        let second = now.with_nanosecond(0).unwrap_or(now).to_rfc3339();
+        if self.begins("timers", &second).await && self.timers_due(now).await? {
+            self.queue
+                .push_unique(
+                    &format!("timers:{second}"),
+                    ProposalTimers { at: second.clone() },
+                )
+                .await?;
+            self.queued("timers", &second).await;
+        }
         Ok(())
+    }
+
+    /// Whether a scheduled proposal's window has opened or a snooze has run out by `now`.
+    async fn timers_due(&self, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        use entities::proposals::{Column, Entity};
+        use sea_orm::{ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter};
+        let due = Entity::find()
+            .filter(
+                Condition::any()
+                    .add(
+                        Condition::all()
+                            .add(Column::Status.eq("scheduled"))
+                            .add(Column::ScheduledFor.lte(now)),
+                    )
+                    .add(
+                        Condition::all()
+                            .add(Column::Status.eq("snoozed"))
+                            .add(Column::SnoozedUntil.lte(now)),
+                    ),
+            )
+            .count(&self.db.orm)
+            .await?;
+        Ok(due > 0)
     }
 
     /// Whether `period` of `task` has not been queued by this process yet.

@@ -95,16 +95,10 @@ pub enum EnrollAnswer {
 }
 
 #[derive(Object)]
-pub struct Job {
-    /// `job_` id.
-    pub id: String,
-}
-
-#[derive(Object)]
 pub struct CheckInAnswer {
     pub next_check_in_s: i32,
     /// Work for the agent.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<super::jobs::Job>,
     /// True when the service's inventory differs from `inventory_digest`: send `packages` and
     /// `updates` on the next check-in.
     pub send_inventory: bool,
@@ -328,6 +322,7 @@ impl AgentApi {
             record_event(&txn, &updated, "checked_in_after_gap", None, now).await?;
         }
         store::record_day(&txn, &updated, now).await?;
+        let jobs = super::jobs::dispatch(&txn, host.id, now).await?;
         txn.commit().await?;
         if inventory || first {
             // Coalesced: one evaluation per host and inventory.
@@ -341,7 +336,7 @@ impl AgentApi {
             updated.inventory_digest.as_deref() != Some(body.inventory_digest.as_str());
         Ok(Json(CheckInAnswer {
             next_check_in_s: updated.check_in_interval_s,
-            jobs: Vec::new(),
+            jobs,
             send_inventory,
         }))
     }

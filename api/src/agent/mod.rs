@@ -5,5 +5,6 @@ pub mod api;
 pub mod body;
 pub mod ca;
 pub mod facts;
+pub mod jobs;
 pub mod signed;
 pub mod store;

@@ -18,6 +18,7 @@ const MISSED_INTERVALS: i64 = 3;
 pub async fn fleet(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
     let db = &deps.db.orm;
+    requeue_stale_policies(&deps, now).await?;
     // Every host that is online but silent beyond three of its intervals. Intervals are per
     // host; the default one bounds the query and each row is checked exactly.
     let candidates: Vec<(Uuid, Uuid, Option<chrono::DateTime<chrono::Utc>>, i32)> =
@@ -100,5 +101,27 @@ pub async fn rollup(job: RollupUsage, deps: Data<Deps>) -> Result<(), BoxDynErro
         .await?;
     }
     tracing::info!(day = %job.day, "usage rolled up");
+    Ok(())
+}
+
+/// A policy marked dirty whose evaluation was never queued (the push failed after the mark
+/// was written) would wait for ever: after a minute, queue it again.
+async fn requeue_stale_policies(
+    deps: &Deps,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), BoxDynError> {
+    let stale: Vec<Uuid> = entities::policy_dirty::Entity::find()
+        .select_only()
+        .column(entities::policy_dirty::Column::PolicyId)
+        .filter(entities::policy_dirty::Column::Since.lt(now - chrono::Duration::minutes(1)))
+        .into_tuple()
+        .all(&deps.db.orm)
+        .await?;
+    let queue = platform::jobs::Queue::new(&deps.db);
+    for policy_id in stale {
+        queue
+            .push(platform::jobs::EvaluatePolicy { policy_id })
+            .await?;
+    }
     Ok(())
 }

@@ -1,0 +1,253 @@
+//! Host jobs: an approved proposal becomes one job per host, handed to the agent in its
+//! check-in answer, and the agent reports the result. When every job of a proposal has
+//! reported, the proposal is `applied`, `partially_applied` or `failed`.
+
+use chrono::{DateTime, Utc};
+use entities::{host_jobs, hosts, proposals};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, sea_query::Expr,
+};
+use serde::Deserialize;
+use uuid::Uuid;
+use worker::proposals::{self as domain, JobPayload};
+
+use super::signed::Signed;
+use crate::{
+    AppState,
+    error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
+    hosts::record_event,
+    tags::Tag,
+};
+
+/// The longest log kept per job; a longer one keeps its last part.
+pub const MAX_LOG_BYTES: usize = 64 * 1024;
+/// Most jobs one check-in answer carries.
+const MAX_JOBS_PER_CHECK_IN: u64 = 20;
+
+#[derive(Object, Clone)]
+pub struct JobChange {
+    pub package: String,
+    pub ecosystem: String,
+    pub from_version: String,
+    pub to_version: String,
+}
+
+#[derive(Object, Clone)]
+pub struct JobWindow {
+    pub rrule: String,
+    pub duration_minutes: u32,
+    pub time_zone: String,
+}
+
+/// Work for the agent.
+#[derive(Object)]
+pub struct Job {
+    /// `job_` id; report the result to `/v1/agent/jobs/{id}/result`.
+    pub id: String,
+    /// `apply_updates` or `dist_upgrade`.
+    pub kind: String,
+    /// The proposal (`prp_`) this job carries out.
+    pub proposal_id: String,
+    pub proposal_number: i64,
+    /// never, immediate or in_window. The agent reboots only if its own configuration
+    /// permits.
+    pub reboot: String,
+    /// The packages to move, each from its installed version to the offered one.
+    pub changes: Vec<JobChange>,
+    /// For `dist_upgrade`: `{distro, from: {codename, version}, to: {codename, version}}`.
+    #[oai(skip_serializing_if_is_none)]
+    pub release_upgrade: Option<serde_json::Value>,
+    /// The maintenance window, when reboots are allowed only inside it.
+    #[oai(skip_serializing_if_is_none)]
+    pub window: Option<JobWindow>,
+}
+
+fn job_view(row: &host_jobs::Model) -> Job {
+    let payload: Option<JobPayload> = serde_json::from_str(&row.payload).ok();
+    let payload = payload.unwrap_or(JobPayload {
+        proposal_id: String::new(),
+        proposal_number: 0,
+        kind: row.kind.clone(),
+        reboot: "never".into(),
+        changes: Vec::new(),
+        release_upgrade: None,
+        window: None,
+    });
+    Job {
+        id: platform::ids::format_id("job", row.id),
+        kind: row.kind.clone(),
+        proposal_id: payload.proposal_id,
+        proposal_number: payload.proposal_number,
+        reboot: payload.reboot,
+        changes: payload
+            .changes
+            .into_iter()
+            .map(|c| JobChange {
+                package: c.package,
+                ecosystem: c.ecosystem,
+                from_version: c.from_version,
+                to_version: c.to_version,
+            })
+            .collect(),
+        release_upgrade: payload.release_upgrade,
+        window: payload.window.map(|w| JobWindow {
+            rrule: w.rrule,
+            duration_minutes: w.duration_minutes,
+            time_zone: w.time_zone,
+        }),
+    }
+}
+
+/// The host's jobs not yet reported, oldest first; pending ones become `dispatched` and their
+/// proposals `applying`. A job already dispatched is handed out again until it reports, so an
+/// agent that lost an answer still gets its work.
+pub async fn dispatch<C: ConnectionTrait>(
+    txn: &C,
+    host_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Vec<Job>, DbErr> {
+    let rows = host_jobs::Entity::find()
+        .filter(host_jobs::Column::HostId.eq(host_id))
+        .filter(host_jobs::Column::Status.is_in(["pending", "dispatched"]))
+        .order_by_asc(host_jobs::Column::Id)
+        .limit(MAX_JOBS_PER_CHECK_IN)
+        .all(txn)
+        .await?;
+    for row in rows.iter().filter(|r| r.status == "pending") {
+        host_jobs::Entity::update_many()
+            .col_expr(host_jobs::Column::Status, Expr::value("dispatched"))
+            .col_expr(host_jobs::Column::DispatchedAt, Expr::value(Some(now)))
+            .filter(host_jobs::Column::Id.eq(row.id))
+            .filter(host_jobs::Column::Status.eq("pending"))
+            .exec(txn)
+            .await?;
+        if let Some(proposal_id) = row.proposal_id {
+            proposals::Entity::update_many()
+                .col_expr(proposals::Column::Status, Expr::value(domain::APPLYING))
+                .col_expr(proposals::Column::UpdatedAt, Expr::value(now))
+                .filter(proposals::Column::Id.eq(proposal_id))
+                .filter(proposals::Column::Status.eq(domain::APPROVED))
+                .exec(txn)
+                .await?;
+        }
+    }
+    Ok(rows.iter().map(job_view).collect())
+}
+
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[oai(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Succeeded,
+    Failed,
+}
+
+/// What the agent reports when a job has run.
+#[derive(Object, Deserialize, Clone, Debug)]
+pub struct JobResult {
+    pub status: JobStatus,
+    /// What the agent printed; the last 64 KiB are kept.
+    #[serde(default)]
+    pub log: Option<String>,
+    /// Whether the agent rebooted the host.
+    #[serde(default)]
+    pub rebooted: Option<bool>,
+    pub finished_at: DateTime<Utc>,
+}
+
+#[derive(ApiResponse)]
+pub enum Reported {
+    /// Recorded (or already recorded with the same status: reporting again is harmless).
+    #[oai(status = 204)]
+    Recorded,
+}
+
+fn tail(log: &str) -> String {
+    if log.len() <= MAX_LOG_BYTES {
+        return log.to_owned();
+    }
+    let mut start = log.len() - MAX_LOG_BYTES;
+    while !log.is_char_boundary(start) {
+        start += 1;
+    }
+    log[start..].to_owned()
+}
+
+pub struct AgentJobsApi;
+
+#[OpenApi(tag = "Tag::Agent")]
+impl AgentJobsApi {
+    /// Report a job's result (signed like every agent call). The host's event list gains a
+    /// `job_ran` event; when every job of the proposal has reported, the proposal becomes
+    /// `applied` (all succeeded), `failed` (none did) or `partially_applied`. A job of another
+    /// host is 404; reporting a different status for a job already reported is 409
+    /// `invalid-state`.
+    #[oai(
+        path = "/v1/agent/jobs/:job_id/result",
+        method = "post",
+        operation_id = "agentReportJobResult"
+    )]
+    async fn report(
+        &self,
+        state: poem::web::Data<&AppState>,
+        /// The job's id (`job_`).
+        job_id: Path<String>,
+        request: Signed<JobResult>,
+    ) -> Result<Reported, Errors<(BadRequest, Unauthorized, NotFound, Conflict)>> {
+        let Signed { host, body, .. } = request;
+        let id = platform::ids::parse_id("job", &job_id).ok_or(ApiError::NotFound)?;
+        let now = state.clock.now();
+        let status = match body.status {
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Failed => "failed",
+        };
+        let txn = state.db.begin_write().await?;
+        let job = host_jobs::Entity::find_by_id(id)
+            .filter(host_jobs::Column::HostId.eq(host.id))
+            .one(&txn)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        if job.finished_at.is_some() {
+            return if job.status == status {
+                Ok(Reported::Recorded)
+            } else {
+                Err(ApiError::state(
+                    StateRefusal::InvalidState,
+                    format!("The job was already reported as {}.", job.status),
+                )
+                .into())
+            };
+        }
+        let finished_at = body.finished_at.min(now);
+        let mut changed: host_jobs::ActiveModel = job.clone().into();
+        changed.status = Set(status.into());
+        changed.log = Set(body.log.as_deref().map(tail));
+        changed.rebooted = Set(body.rebooted);
+        changed.finished_at = Set(Some(finished_at));
+        changed.dispatched_at = Set(job.dispatched_at.or(Some(now)));
+        changed.update(&txn).await?;
+        let host_row: Option<hosts::Model> = hosts::Entity::find_by_id(host.id).one(&txn).await?;
+        if let Some(host_row) = host_row {
+            record_event(
+                &txn,
+                &host_row,
+                "job_ran",
+                Some(serde_json::json!({
+                    "job_id": platform::ids::format_id("job", job.id),
+                    "proposal_id": job.proposal_id.map(|p| platform::ids::format_id("prp", p)),
+                    "status": status,
+                    "rebooted": body.rebooted,
+                })),
+                finished_at,
+            )
+            .await?;
+        }
+        if let Some(proposal_id) = job.proposal_id {
+            domain::settle(&txn, proposal_id, now).await?;
+        }
+        txn.commit().await?;
+        Ok(Reported::Recorded)
+    }
+}
