@@ -339,8 +339,10 @@ pub struct CommentsApi;
 
 #[OpenApi(tag = "Tag::Comments")]
 impl CommentsApi {
-    /// Comment on a proposal. `body` is 1–10,000 characters after trimming (400
-    /// `invalid-request` otherwise, and nothing is written).
+    /// Comment on a proposal.
+    ///
+    /// `body` is 1–10,000 characters after trimming; anything else is 400 `invalid-request`
+    /// and nothing is written (a request body over 1 MiB is 413 `payload-too-large`).
     ///
     /// Mentions: an `@` at the start of the body or after a character that does not continue a
     /// word or address (letter, digit, `_ - + . @`) mentions the member of this organization
@@ -440,11 +442,12 @@ impl CommentsApi {
         Ok(Created::Created(Json(comment_view(row, author))))
     }
 
-    /// A page of a proposal's comment thread: the 50 most recent comments, oldest first, and
-    /// the exact `total` on the proposal. To read further back, pass the id of the page's
-    /// first (oldest) comment as `before`; a page of fewer than 50 reaches the start of the
-    /// thread. A `before` that is not the id of a comment on this proposal is 400
-    /// `invalid-request`.
+    /// A page of a proposal's comment thread.
+    ///
+    /// The 50 most recent comments, oldest first, and the exact `total` on the proposal. To
+    /// read further back, pass the id of the page's first (oldest) comment as `before`; a page
+    /// of fewer than 50 reaches the start of the thread. A `before` that is not the id of a
+    /// comment on this proposal is 400 `invalid-request`.
     #[oai(
         path = "/v1/orgs/:org/proposals/:proposal_id/comments",
         method = "get",

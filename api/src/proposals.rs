@@ -170,17 +170,17 @@ fn item(p: proposals::Model) -> ProposalItem {
 }
 
 #[derive(Object)]
-pub struct Release {
+pub struct ProposalRelease {
     pub codename: Option<String>,
     pub version: Option<String>,
 }
 
 /// A release upgrade: the distribution (lowercase, as on a host) and both releases.
 #[derive(Object)]
-pub struct ReleaseUpgrade {
+pub struct ProposalReleaseUpgrade {
     pub distro: String,
-    pub from: Release,
-    pub to: Release,
+    pub from: ProposalRelease,
+    pub to: ProposalRelease,
 }
 
 #[derive(Object)]
@@ -304,7 +304,7 @@ pub struct ProposalDetail {
     pub policy: Option<PolicyRef>,
     /// Present for kind `dist_upgrade` only.
     #[oai(skip_serializing_if_is_none)]
-    pub release_upgrade: Option<ReleaseUpgrade>,
+    pub release_upgrade: Option<ProposalReleaseUpgrade>,
     /// Grouped by package and both versions.
     pub changes: Vec<ChangeView>,
     /// Oldest first.
@@ -329,13 +329,13 @@ struct StoredAdvisory {
     cves: Vec<String>,
 }
 
-fn release_view(text: &str) -> Option<ReleaseUpgrade> {
+fn release_view(text: &str) -> Option<ProposalReleaseUpgrade> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let release = |r: &serde_json::Value| Release {
+    let release = |r: &serde_json::Value| ProposalRelease {
         codename: r["codename"].as_str().map(str::to_owned),
         version: r["version"].as_str().map(str::to_owned),
     };
-    Some(ReleaseUpgrade {
+    Some(ProposalReleaseUpgrade {
         distro: v["distro"].as_str()?.to_owned(),
         from: release(&v["from"]),
         to: release(&v["to"]),
@@ -818,7 +818,8 @@ impl ProposalsApi {
         Ok(Json(detail(&state.db.orm, p).await?))
     }
 
-    /// Approve a proposal. No body, and no schedule or rollout field is accepted. Each person
+    /// Approve a proposal. No body, and no schedule or rollout field is accepted (a request
+    /// with a body is 400 `invalid-request`). Each person
     /// approves once (`already-decided` the second time, from any session or token); a
     /// proposal that is final, snoozed or already going ahead is `not-decidable`; a host that
     /// cannot take the change fails `preflight-failed`; a release upgrade on a distribution
@@ -834,12 +835,30 @@ impl ProposalsApi {
         &self,
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
+        request: &poem::Request,
         /// The proposal's id (`prp_`).
         proposal_id: Path<String>,
     ) -> Result<
         Json<ApprovalSummary>,
-        Errors<(Unauthorized, Forbidden, NotFound, Conflict, TooManyRequests)>,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            Conflict,
+            TooManyRequests,
+        )>,
     > {
+        let declares_body = request.header("transfer-encoding").is_some()
+            || request
+                .header("content-length")
+                .is_some_and(|n| n.trim() != "0");
+        if declares_body {
+            return Err(ApiError::invalid(
+                "approve takes no body: no schedule or rollout field is accepted",
+            )
+            .into());
+        }
         let now = state.clock.now();
         let account_id = org.caller.account_id();
         let txn = state.db.begin_write().await?;

@@ -86,7 +86,9 @@ impl TestAppBuilder {
             ..RawConfig::default()
         };
         let config: Arc<Config> = Arc::new(raw.validate().expect("test configuration"));
-        let db = Database::connect(&config, 8).await.expect("connect");
+        let db = Database::connect(&config, 8 + worker::QUEUES)
+            .await
+            .expect("connect");
         db.migrate().await.expect("migrate");
         // A fixed, recognisable start; tests move it.
         let clock = ManualClock::new(

@@ -227,11 +227,20 @@ impl Deps {
     }
 }
 
+/// Queues this worker consumes; on Postgres each holds a pooled connection for its
+/// LISTEN/NOTIFY listener for as long as the worker runs.
+pub const QUEUES: u32 = 8;
+
+/// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
+/// for the jobs in flight and their polling.
+pub fn connections(concurrency: usize) -> u32 {
+    QUEUES + u32::try_from(concurrency / 2).unwrap_or(u32::MAX).max(4)
+}
+
 /// The `worker` binary: connect, migrate, consume until SIGTERM/SIGINT.
 pub async fn run_process(config: Config, concurrency: usize) -> anyhow::Result<()> {
     let config = Arc::new(config);
-    // One connection per queue listener plus the jobs in flight.
-    let db = Database::connect(&config, 8 + concurrency as u32 / 4).await?;
+    let db = Database::connect(&config, connections(concurrency)).await?;
     db.migrate().await?;
     let deps = Deps::new(config, db.clone(), Arc::new(platform::clock::SystemClock))?;
     let shutdown = platform::runtime::shutdown_on_signal();

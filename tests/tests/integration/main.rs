@@ -3,10 +3,12 @@
 mod access_walk;
 mod agents;
 mod auth;
+mod comments;
 mod enrollment_tokens;
 mod foundation;
 mod hosts_groups;
 mod members;
 mod openapi;
+mod proposals;
 mod queue;
 mod rate_limits;

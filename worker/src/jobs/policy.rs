@@ -135,15 +135,21 @@ struct ScopeHost {
 }
 
 pub async fn evaluate(job: EvaluatePolicy, deps: Data<Deps>) -> Result<(), BoxDynError> {
+    evaluate_policy(&deps, job.policy_id).await?;
+    Ok(())
+}
+
+/// One evaluation of `policy_id` (what the job runs).
+pub async fn evaluate_policy(deps: &Deps, policy_id: Uuid) -> Result<(), DbErr> {
     // Claim the dirty mark first: a host that changes from here on marks it again and queues
     // one more run, which waits for this one's lock.
-    policy_dirty::Entity::delete_by_id(job.policy_id)
+    policy_dirty::Entity::delete_by_id(policy_id)
         .exec(&deps.db.orm)
         .await?;
     let now = deps.clock.now();
     let txn = deps.db.begin_write().await?;
     let postgres = deps.db.kind() == DatabaseKind::Postgres;
-    let mut find = policies::Entity::find_by_id(job.policy_id);
+    let mut find = policies::Entity::find_by_id(policy_id);
     if postgres {
         find = find.lock_exclusive();
     }
