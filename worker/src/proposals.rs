@@ -323,6 +323,30 @@ pub async fn create_jobs<C: ConnectionTrait>(
         .release_upgrade
         .as_deref()
         .and_then(|t| serde_json::from_str(t).ok());
+    // The agent's permissions are a ceiling: a job never asks for a reboot the host's own
+    // configuration does not permit (an agent too old to report permissions is asked as is).
+    let may_not_reboot: std::collections::HashSet<Uuid> = entities::hosts::Entity::find()
+        .select_only()
+        .column(entities::hosts::Column::Id)
+        .column(entities::hosts::Column::AgentPermissions)
+        .filter(
+            entities::hosts::Column::Id.in_subquery(
+                sea_orm::sea_query::Query::select()
+                    .column(proposal_hosts::Column::HostId)
+                    .from(proposal_hosts::Entity)
+                    .and_where(proposal_hosts::Column::ProposalId.eq(proposal.id))
+                    .to_owned(),
+            ),
+        )
+        .into_tuple::<(Uuid, Option<String>)>()
+        .all(txn)
+        .await?
+        .into_iter()
+        .filter_map(|(id, permissions)| {
+            let list: Vec<String> = serde_json::from_str(permissions.as_deref()?).ok()?;
+            (!list.iter().any(|p| p == "reboot")).then_some(id)
+        })
+        .collect();
     let mut rows = Vec::with_capacity(hosts.len());
     for (host_id, positions) in hosts {
         let positions: Vec<i32> = serde_json::from_str(&positions).unwrap_or_default();
@@ -330,7 +354,11 @@ pub async fn create_jobs<C: ConnectionTrait>(
             proposal_id: platform::ids::format_id("prp", proposal.id),
             proposal_number: proposal.number,
             kind: proposal.kind.clone(),
-            reboot: proposal.reboot.clone(),
+            reboot: if may_not_reboot.contains(&host_id) {
+                "never".to_owned()
+            } else {
+                proposal.reboot.clone()
+            },
             changes: positions
                 .iter()
                 .filter_map(|p| changes.get(p).cloned())

@@ -907,7 +907,21 @@ async fn an_approved_proposal_reaches_the_agent_and_its_result_settles_it() {
             json!({}),
         )
         .await;
-    fleet.policy(policy_body(0)).await;
+    // The agent's permissions are a ceiling: this one may apply updates but not reboot.
+    let host_uuid = platform::ids::parse_id("hst", agent.host_id.as_deref().unwrap_or_default())
+        .expect("host id");
+    entities::hosts::Entity::update_many()
+        .col_expr(
+            entities::hosts::Column::AgentPermissions,
+            sea_orm::sea_query::Expr::value(Some(r#"["read_inventory","apply_updates"]"#)),
+        )
+        .filter(entities::hosts::Column::Id.eq(host_uuid))
+        .exec(&app.state.db.orm)
+        .await
+        .expect("narrow permissions");
+    let mut body = policy_body(0);
+    body["reboot"] = json!("immediate");
+    fleet.policy(body).await;
     // Zero approvals: it goes ahead by itself.
     let list = fleet
         .until(|l| l.len() == 1 && l[0]["status"] == "approved")
@@ -926,6 +940,7 @@ async fn an_approved_proposal_reaches_the_agent_and_its_result_settles_it() {
         .json();
     let job = answer["jobs"][0].clone();
     assert_eq!(job["kind"], "apply_updates");
+    assert_eq!(job["reboot"], "never", "the server narrows, never widens");
     assert_eq!(job["proposal_id"], json!(id));
     assert_eq!(
         job["changes"],
