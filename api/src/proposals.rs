@@ -1089,7 +1089,7 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
     Ok(by_host
         .into_iter()
         .map(|(host, mut list)| {
-            list.sort_by(|a, b| b.number.cmp(&a.number));
+            list.sort_by_key(|p| std::cmp::Reverse(p.number));
             let refs = list
                 .into_iter()
                 .map(|p| crate::hosts::ProposalRef {
