@@ -343,12 +343,14 @@ async fn desired(txn: &DatabaseTransaction, policy: &policies::Model) -> Result<
             advisories_text,
         ) in rows
         {
-            if in_flight.contains(&(
-                host_id,
-                package.clone(),
-                ecosystem.clone(),
-                to_version.clone(),
-            )) {
+            if !in_flight.is_empty()
+                && in_flight.contains(&(
+                    host_id,
+                    package.clone(),
+                    ecosystem.clone(),
+                    to_version.clone(),
+                ))
+            {
                 continue;
             }
             let advisories: Vec<Advisory> =
