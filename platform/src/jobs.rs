@@ -218,6 +218,10 @@ pub struct FleetUpkeep {
     pub minute: String,
 }
 
+/// How long an agent request's nonce is remembered: the signature's own window (5 minutes)
+/// plus the allowed clock skew. The fleet upkeep forgets older ones.
+pub const NONCE_TTL_S: i64 = 600;
+
 impl Job for FleetUpkeep {
     const QUEUE: &'static str = "fleet.upkeep";
     const RETRIES: usize = 2;

@@ -276,14 +276,15 @@ impl AgentApi {
         let txn = state.db.begin_write().await?;
         // The first check-in is decided by one conditional update, so two at once cannot both
         // believe they are first.
-        let first = hosts::Entity::update_many()
-            .col_expr(hosts::Column::LastSeenAt, Expr::value(now))
-            .filter(hosts::Column::Id.eq(host.id))
-            .filter(hosts::Column::LastSeenAt.is_null())
-            .exec(&txn)
-            .await?
-            .rows_affected
-            == 1;
+        let first = host.last_seen_at.is_none()
+            && hosts::Entity::update_many()
+                .col_expr(hosts::Column::LastSeenAt, Expr::value(now))
+                .filter(hosts::Column::Id.eq(host.id))
+                .filter(hosts::Column::LastSeenAt.is_null())
+                .exec(&txn)
+                .await?
+                .rows_affected
+                == 1;
         if first
             && let Some(token_id) = host.enrollment_token_id
             && !store::charge_token(&txn, token_id).await?
@@ -321,7 +322,10 @@ impl AgentApi {
         if gap {
             record_event(&txn, &updated, "checked_in_after_gap", None, now).await?;
         }
-        store::record_day(&txn, &updated, now).await?;
+        // Every check-in records its UTC day, so one earlier today already did.
+        if host.last_seen_at.map(|seen| seen.date_naive()) != Some(now.date_naive()) {
+            store::record_day(&txn, &updated, now).await?;
+        }
         let jobs = super::jobs::dispatch(&txn, host.id, now).await?;
         txn.commit().await?;
         if inventory || first {

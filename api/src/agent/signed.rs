@@ -6,7 +6,7 @@
 //! Every refusal is 401 `unauthenticated` without saying which check failed; the reason is
 //! logged.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use entities::{host_keys, hosts};
 use platform::http_signature::{self, PublicKey, SignedRequest};
 use poem::{Request, RequestBody};
@@ -15,14 +15,11 @@ use poem_openapi::{
     registry::{MetaMediaType, MetaRequest, Registry},
     types::Type,
 };
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{EntityTrait, Set};
 use serde::de::DeserializeOwned;
 
 use super::body;
 use crate::{AppState, error::ApiError};
-
-/// How long a nonce is remembered: the signature's own window, plus the allowed clock skew.
-const NONCE_TTL: Duration = Duration::seconds(600);
 
 /// An authenticated agent request with body `T`.
 pub struct Signed<T> {
@@ -108,11 +105,8 @@ async fn remember_nonce(
     if matches!(inserted, sea_orm::TryInsertResult::Conflicted) {
         return Err(refuse("nonce replayed"));
     }
-    // Forget nonces whose signatures can no longer be fresh (cheap: an indexed range).
-    agent_nonces::Entity::delete_many()
-        .filter(agent_nonces::Column::SeenAt.lt(now - NONCE_TTL))
-        .exec(&state.db.orm)
-        .await?;
+    // Nonces whose signatures can no longer be fresh are forgotten by the minutely fleet
+    // upkeep (`platform::jobs::NONCE_TTL_S`), not on every request.
     Ok(())
 }
 

@@ -19,6 +19,13 @@ pub async fn fleet(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError
     let now = deps.clock.now();
     let db = &deps.db.orm;
     requeue_stale_policies(&deps, now).await?;
+    entities::agent_nonces::Entity::delete_many()
+        .filter(
+            entities::agent_nonces::Column::SeenAt
+                .lt(now - chrono::Duration::seconds(platform::jobs::NONCE_TTL_S)),
+        )
+        .exec(db)
+        .await?;
     // Every host that is online but silent beyond three of its intervals. Intervals are per
     // host; the default one bounds the query and each row is checked exactly.
     let candidates: Vec<(Uuid, Uuid, Option<chrono::DateTime<chrono::Utc>>, i32)> =
