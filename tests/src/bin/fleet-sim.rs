@@ -10,6 +10,26 @@
 //! Inventories are generated from a seed: hundreds of packages per host from a per-family
 //! universe, each package on one of two or three starting versions, and a shared pool of
 //! available updates, so that proposals group by package and both versions.
+//!
+//! Benchmark phases (`--phases`, used by `bench-fleet`; BENCHMARKS.md "Fleet inventory"): after
+//! enrolling every host and one full check-in each, run timed phases one after the other, each
+//! closed-loop with `--concurrency` requests in flight, round-robin over the hosts:
+//!
+//! ```text
+//! fleet-sim --org acme --api-token sat_… --hosts 10000 --role-labels --distinct-ips \
+//!     --phases unchanged:20,changed:20,list:10 --selector role=web --watch api=1234
+//! ```
+//!
+//! - `unchanged:S`: check-ins carrying only facts and the digest the service already has.
+//! - `changed:S`: every check-in reports a new digest with `--changed-packages` packages (one
+//!   version bumped) and their updates, so the service replaces the whole stored inventory.
+//! - `list:S`: `GET /v1/orgs/{org}/hosts?selector=…` (first page), `--list-concurrency` in
+//!   flight, cycling through `--selector`s.
+//!
+//! Each phase prints check-ins (or requests) per second, latency p50/p90/p99/max, the CPU time
+//! of this process and of each `--watch`ed process group over the phase, the machine's busy
+//! CPU (so load from outside shows as `other`), and the peak RSS of `--rss-pid`; then one
+//! `RESULT {json}` line.
 
 use std::{
     sync::{
@@ -55,6 +75,40 @@ struct Args {
     /// Seed of the generated inventories.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Instead of the steady schedule: after enrolment and one full check-in per host, these
+    /// timed phases, NAME:SECONDS comma-separated; NAME is unchanged, changed or list.
+    #[arg(long, value_delimiter = ',')]
+    phases: Vec<String>,
+    /// Packages per host in `changed` phases.
+    #[arg(long, default_value_t = 500)]
+    changed_packages: usize,
+    /// Label selectors for `list` phases and probes (repeatable; `list` cycles through them).
+    #[arg(long)]
+    selector: Vec<String>,
+    /// Requests in flight in `list` phases.
+    #[arg(long, default_value_t = 4)]
+    list_concurrency: usize,
+    /// During check-in phases, one host-list request (first --selector) every this many ms,
+    /// its latency reported apart; 0: none.
+    #[arg(long, default_value_t = 0)]
+    probe_every_ms: u64,
+    /// With --org: one enrollment token per role and environment, so hosts carry the labels
+    /// `role` (web, db, cache, worker, as the hostname) and `env` (prod, staging) besides
+    /// `sim=true`.
+    #[arg(long)]
+    role_labels: bool,
+    /// Each host enrols with an `X-Forwarded-For` address of its own (10.x.y.z), as a fleet
+    /// not behind one NAT does; otherwise all enrolments share this machine's address and its
+    /// per-address limit (burst 1,000, then 50/s; refused enrolments are retried).
+    #[arg(long)]
+    distinct_ips: bool,
+    /// In phases, account CPU time to processes: LABEL=PID, or LABEL=~TEXT for every process
+    /// whose command line contains TEXT (e.g. `pg=~bench_fleet` for Postgres backends).
+    #[arg(long)]
+    watch: Vec<String>,
+    /// In phases, sample this process's VmRSS every 100 ms; its peak and VmHWM are reported.
+    #[arg(long)]
+    rss_pid: Option<u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -202,16 +256,19 @@ fn version(family: &Family, package: usize, variant: u32) -> String {
 }
 
 /// The facts and inventory of simulated host `index`.
+/// `count` fixes the number of packages (otherwise 300 to 499).
 fn inventory(
     seed: u64,
     index: usize,
     machine_id: &str,
     hostname: &str,
     universe: &[String],
+    count: Option<usize>,
 ) -> Value {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(index as u64));
     let family = FAMILIES[index % FAMILIES.len()];
-    let count = rng.random_range(300..500);
+    let random_count = rng.random_range(300..500);
+    let count = count.unwrap_or(random_count).min(universe.len());
     let mut packages = Vec::with_capacity(count);
     let mut updates = Vec::new();
     let start = rng.random_range(0..universe.len());
@@ -264,17 +321,26 @@ struct Counters {
     errors: AtomicU64,
 }
 
-async fn enrollment_token(client: &reqwest::Client, args: &Args) -> anyhow::Result<String> {
-    if let Some(token) = &args.token {
-        return Ok(token.clone());
-    }
+/// The labels of host `index` with --role-labels: (role, env).
+fn role_of(index: usize) -> (&'static str, &'static str) {
+    (
+        ["web", "db", "cache", "worker"][index % 4],
+        ["prod", "staging"][(index / 4) % 2],
+    )
+}
+
+async fn create_enrollment_token(
+    client: &reqwest::Client,
+    args: &Args,
+    labels: Value,
+) -> anyhow::Result<String> {
     let (Some(org), Some(api_token)) = (&args.org, &args.api_token) else {
         bail!("give --token enr_…, or --org and --api-token sat_… to have one made");
     };
     let response = client
         .post(format!("{}/v1/orgs/{org}/enrollment-tokens", args.url))
         .bearer_auth(api_token)
-        .json(&json!({"name": "fleet-sim", "labels": {"sim": "true"}}))
+        .json(&json!({"name": "fleet-sim", "labels": labels}))
         .send()
         .await?;
     let status = response.status();
@@ -286,6 +352,84 @@ async fn enrollment_token(client: &reqwest::Client, args: &Args) -> anyhow::Resu
         .as_str()
         .map(str::to_owned)
         .context("no token in the answer")
+}
+
+/// The enrollment tokens to use; host `index` uses `tokens[token_of(index)]`.
+async fn enrollment_tokens(client: &reqwest::Client, args: &Args) -> anyhow::Result<Vec<String>> {
+    if let Some(token) = &args.token {
+        return Ok(vec![token.clone()]);
+    }
+    if !args.role_labels {
+        return Ok(vec![
+            create_enrollment_token(client, args, json!({"sim": "true"})).await?,
+        ]);
+    }
+    let mut tokens = Vec::new();
+    for index in 0..8 {
+        let (role, env) = role_of(index);
+        tokens.push(
+            create_enrollment_token(
+                client,
+                args,
+                json!({"sim": "true", "role": role, "env": env}),
+            )
+            .await?,
+        );
+    }
+    Ok(tokens)
+}
+
+fn token_of(index: usize, tokens: usize) -> usize {
+    if tokens == 8 { index % 8 } else { 0 }
+}
+
+/// A per-host client address for --distinct-ips.
+fn address_of(index: usize) -> String {
+    format!(
+        "10.{}.{}.{}",
+        (index >> 16) & 0xff,
+        (index >> 8) & 0xff,
+        index & 0xff
+    )
+}
+
+/// Enrols `agent`, retrying while the service answers 429; keeps the key id.
+async fn enroll(
+    client: &reqwest::Client,
+    args: &Args,
+    token: &str,
+    index: usize,
+    agent: &mut TestAgent,
+    facts: &Value,
+) -> anyhow::Result<()> {
+    let csr = agent.csr();
+    loop {
+        let mut request = client
+            .post(format!("{}/v1/agent/enroll", args.url))
+            .json(&json!({"token": token, "csr": csr, "facts": facts}));
+        if args.distinct_ips {
+            request = request.header("x-forwarded-for", address_of(index));
+        }
+        let response = request.send().await.context("enrolment failed")?;
+        match response.status().as_u16() {
+            201 => {
+                let body: Value = response.json().await.unwrap_or_default();
+                agent.key_id = body["key_id"].as_str().map(str::to_owned);
+                agent.host_id = body["host_id"].as_str().map(str::to_owned);
+                return Ok(());
+            }
+            429 => {
+                let wait = response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(1);
+                tokio::time::sleep(Duration::from_secs(wait.clamp(1, 30))).await;
+            }
+            status => bail!("enrolment refused: {status}"),
+        }
+    }
 }
 
 /// One signed check-in; the agent's inventory only when asked for (or the first time).
@@ -330,7 +474,10 @@ async fn main() -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()?;
-    let token = enrollment_token(&client, &args).await?;
+    let tokens = Arc::new(enrollment_tokens(&client, &args).await?);
+    if !args.phases.is_empty() {
+        return phases::run(args, client, tokens).await;
+    }
     let authority = authority_of(&args.url);
     let universe = Arc::new(universe());
     let counters = Arc::new(Counters {
@@ -365,10 +512,10 @@ async fn main() -> anyhow::Result<()> {
 
     let mut hosts = Vec::with_capacity(args.hosts);
     for index in 0..args.hosts {
-        let (args, client, token, authority, universe, counters, permits) = (
+        let (args, client, tokens, authority, universe, counters, permits) = (
             args.clone(),
             client.clone(),
-            token.clone(),
+            tokens.clone(),
             authority.clone(),
             universe.clone(),
             counters.clone(),
@@ -378,29 +525,25 @@ async fn main() -> anyhow::Result<()> {
             let hostname = format!("{}-{index:05}", ["web", "db", "cache", "worker"][index % 4]);
             let mut agent = TestAgent::new(&hostname);
             agent.machine_id = format!("sim-{:08x}-{index:06}", args.seed);
-            let full = inventory(args.seed, index, &agent.machine_id, &hostname, &universe);
+            let full = inventory(
+                args.seed,
+                index,
+                &agent.machine_id,
+                &hostname,
+                &universe,
+                None,
+            );
             let light = json!({"facts": full["facts"], "inventory_digest": full["inventory_digest"],
                                "reboot_required": full["reboot_required"]});
             {
                 let _permit = permits.acquire().await.ok();
-                let enrolled = client
-                    .post(format!("{}/v1/agent/enroll", args.url))
-                    .json(&json!({"token": token, "csr": agent.csr(), "facts": full["facts"]}))
-                    .send()
-                    .await;
-                match enrolled {
-                    Ok(r) if r.status().as_u16() == 201 => {
-                        let body: Value = r.json().await.unwrap_or_default();
-                        agent.key_id = body["key_id"].as_str().map(str::to_owned);
+                let token = &tokens[token_of(index, tokens.len())];
+                match enroll(&client, &args, token, index, &mut agent, &full["facts"]).await {
+                    Ok(()) => {
                         counters.enrolled.fetch_add(1, Ordering::Relaxed);
                     }
-                    Ok(r) => {
-                        eprintln!("{hostname}: enrolment refused: {}", r.status());
-                        counters.errors.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
                     Err(e) => {
-                        eprintln!("{hostname}: enrolment failed: {e}");
+                        eprintln!("{hostname}: {e:#}");
                         counters.errors.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
@@ -458,4 +601,515 @@ async fn main() -> anyhow::Result<()> {
         bail!("no host enrolled");
     }
     Ok(())
+}
+
+/// The timed benchmark phases (`--phases`).
+mod phases {
+    use std::{
+        collections::BTreeMap,
+        sync::{Arc, Mutex, atomic::AtomicBool},
+    };
+
+    use super::*;
+
+    /// One enrolled simulated host.
+    struct Host {
+        index: usize,
+        agent: TestAgent,
+        facts: Value,
+        reboot_required: Value,
+        /// The inventory digest the service has for it.
+        digest: Mutex<String>,
+    }
+
+    /// Latencies (µs) and counts of one kind of request in one phase.
+    #[derive(Default)]
+    struct Samples {
+        micros: Mutex<Vec<u64>>,
+        errors: AtomicU64,
+        /// Unchanged check-ins the service answered with `send_inventory`.
+        asked_inventory: AtomicU64,
+    }
+
+    impl Samples {
+        fn record(&self, started: Instant) {
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            if let Ok(mut v) = self.micros.lock() {
+                v.push(micros);
+            }
+        }
+
+        /// count, p50, p90, p99, max in ms.
+        fn summary(&self) -> (usize, [f64; 4]) {
+            let mut v = self.micros.lock().map(|v| v.clone()).unwrap_or_default();
+            v.sort_unstable();
+            if v.is_empty() {
+                return (0, [0.0; 4]);
+            }
+            let at = |permille: usize| v[(v.len() - 1) * permille / 1000] as f64 / 1000.0;
+            (
+                v.len(),
+                [at(500), at(900), at(990), v[v.len() - 1] as f64 / 1000.0],
+            )
+        }
+    }
+
+    /// utime + stime of a process, in clock ticks.
+    fn cpu_ticks(pid: u32) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // After the command: state is field 3, utime 14, stime 15 (1-based in proc(5)).
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    }
+
+    /// (busy, total) ticks of the whole machine.
+    fn machine_ticks() -> (u64, u64) {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let line = stat.lines().next().unwrap_or_default();
+        let values: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let total: u64 = values.iter().sum();
+        let idle = values.get(3).copied().unwrap_or(0) + values.get(4).copied().unwrap_or(0);
+        (total - idle, total)
+    }
+
+    /// The processes a --watch names.
+    fn resolve(target: &str) -> Vec<u32> {
+        if let Some(text) = target.strip_prefix('~') {
+            let own = std::process::id();
+            let Ok(entries) = std::fs::read_dir("/proc") else {
+                return Vec::new();
+            };
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| *pid != own)
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+                        .is_ok_and(|cmdline| cmdline.contains(text))
+                })
+                .collect()
+        } else {
+            target.parse().into_iter().collect()
+        }
+    }
+
+    /// CPU ticks of every watched process (and this one) at one moment.
+    struct CpuSnapshot {
+        per_label: Vec<(String, BTreeMap<u32, u64>)>,
+        machine: (u64, u64),
+        at: Instant,
+    }
+
+    fn watches(args: &Args) -> Vec<(String, String)> {
+        let mut list = vec![("fleet-sim".to_owned(), std::process::id().to_string())];
+        for watch in &args.watch {
+            if let Some((label, target)) = watch.split_once('=') {
+                list.push((label.to_owned(), target.to_owned()));
+            }
+        }
+        list
+    }
+
+    fn snapshot(args: &Args) -> CpuSnapshot {
+        CpuSnapshot {
+            per_label: watches(args)
+                .into_iter()
+                .map(|(label, target)| {
+                    let ticks = resolve(&target)
+                        .into_iter()
+                        .filter_map(|pid| Some((pid, cpu_ticks(pid)?)))
+                        .collect();
+                    (label, ticks)
+                })
+                .collect(),
+            machine: machine_ticks(),
+            at: Instant::now(),
+        }
+    }
+
+    /// CPU seconds per label between two snapshots, then `machine busy` and `other`
+    /// (busy minus everything watched), all in seconds; and the wall time.
+    fn cpu_between(before: &CpuSnapshot, after: &CpuSnapshot) -> (Vec<(String, f64)>, f64) {
+        const HZ: f64 = 100.0;
+        let mut out = Vec::new();
+        let mut watched = 0.0;
+        for ((label, start), (_, end)) in before.per_label.iter().zip(&after.per_label) {
+            let ticks: u64 = end
+                .iter()
+                .map(|(pid, t)| t.saturating_sub(start.get(pid).copied().unwrap_or(0)))
+                .sum();
+            let seconds = ticks as f64 / HZ;
+            watched += seconds;
+            out.push((label.clone(), seconds));
+        }
+        let busy = after.machine.0.saturating_sub(before.machine.0) as f64 / HZ;
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+        let capacity = after.at.duration_since(before.at).as_secs_f64() * cpus;
+        out.push(("machine busy".into(), busy));
+        out.push(("other".into(), (busy - watched).max(0.0)));
+        out.push(("machine capacity".into(), capacity));
+        (out, after.at.duration_since(before.at).as_secs_f64())
+    }
+
+    fn vm_kib(pid: u32, field: &str) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Samples VmRSS of `pid` every 100 ms until `stop`; the peak in KiB.
+    fn rss_sampler(pid: Option<u32>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+        tokio::spawn(async move {
+            let mut peak = 0;
+            let Some(pid) = pid else { return 0 };
+            while !stop.load(Ordering::Relaxed) {
+                peak = peak.max(vm_kib(pid, "VmRSS:").unwrap_or(0));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            peak
+        })
+    }
+
+    struct Phase {
+        name: String,
+        seconds: u64,
+    }
+
+    fn parse_phases(args: &Args) -> anyhow::Result<Vec<Phase>> {
+        args.phases
+            .iter()
+            .map(|p| {
+                let (name, seconds) = p.split_once(':').unwrap_or((p.as_str(), "20"));
+                if !["unchanged", "changed", "list"].contains(&name) {
+                    bail!("unknown phase {name}: unchanged, changed or list");
+                }
+                Ok(Phase {
+                    name: name.to_owned(),
+                    seconds: seconds.parse().context("phase seconds")?,
+                })
+            })
+            .collect()
+    }
+
+    fn list_url(args: &Args, selector: &str) -> anyhow::Result<String> {
+        let org = args.org.as_deref().context("list phases need --org")?;
+        let mut url = url::Url::parse(&format!("{}/v1/orgs/{org}/hosts", args.url))?;
+        url.query_pairs_mut().append_pair("selector", selector);
+        Ok(url.into())
+    }
+
+    async fn list_once(client: &reqwest::Client, args: &Args, url: &str) -> anyhow::Result<Value> {
+        let response = client
+            .get(url)
+            .bearer_auth(args.api_token.as_deref().unwrap_or_default())
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!("list: {status}");
+        }
+        Ok(response.json().await?)
+    }
+
+    /// A check-in of host `host` in a phase; `changed` sends a new full inventory.
+    async fn phase_check_in(
+        client: &reqwest::Client,
+        args: &Args,
+        authority: &str,
+        universe: &[String],
+        host: &Host,
+        changed: Option<u64>,
+    ) -> anyhow::Result<bool> {
+        let body = match changed {
+            Some(n) => {
+                let mut full = inventory(
+                    args.seed,
+                    host.index,
+                    &host.agent.machine_id,
+                    &host.agent.hostname,
+                    universe,
+                    Some(args.changed_packages),
+                );
+                let digest = format!("chg-{n:016x}");
+                // One package moves on, as an upgrade would.
+                if let Some(packages) = full["packages"].as_array_mut()
+                    && !packages.is_empty()
+                {
+                    let at = usize::try_from(n).unwrap_or(0) % packages.len();
+                    packages[at]["version"] = json!(format!("9.{n}"));
+                }
+                full["inventory_digest"] = json!(digest);
+                full
+            }
+            None => {
+                let digest = host.digest.lock().map(|d| d.clone()).unwrap_or_default();
+                json!({"facts": host.facts, "inventory_digest": digest,
+                       "reboot_required": host.reboot_required})
+            }
+        };
+        let again = check_in(client, args, authority, &host.agent, &body).await?;
+        if changed.is_some()
+            && let Ok(mut digest) = host.digest.lock()
+        {
+            body["inventory_digest"]
+                .as_str()
+                .unwrap_or_default()
+                .clone_into(&mut digest);
+        }
+        Ok(again)
+    }
+
+    pub async fn run(
+        args: Arc<Args>,
+        client: reqwest::Client,
+        tokens: Arc<Vec<String>>,
+    ) -> anyhow::Result<()> {
+        let phases = parse_phases(&args)?;
+        if phases.iter().any(|p| p.name == "list") && args.selector.is_empty() {
+            bail!("list phases need --selector");
+        }
+        let authority = authority_of(&args.url);
+        let universe = Arc::new(universe());
+
+        // Enrol every host, then one full check-in each: the populated fleet.
+        let started = Instant::now();
+        let next = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let hosts: Arc<Mutex<Vec<Host>>> = Arc::new(Mutex::new(Vec::new()));
+        let mut workers = Vec::new();
+        for _ in 0..args.concurrency.max(1) {
+            let (args, client, tokens, universe, next, failed, hosts, authority) = (
+                args.clone(),
+                client.clone(),
+                tokens.clone(),
+                universe.clone(),
+                next.clone(),
+                failed.clone(),
+                hosts.clone(),
+                authority.clone(),
+            );
+            workers.push(tokio::spawn(async move {
+                loop {
+                    let index =
+                        usize::try_from(next.fetch_add(1, Ordering::Relaxed)).unwrap_or(usize::MAX);
+                    if index >= args.hosts {
+                        break;
+                    }
+                    let hostname =
+                        format!("{}-{index:05}", ["web", "db", "cache", "worker"][index % 4]);
+                    let mut agent = TestAgent::new(&hostname);
+                    agent.machine_id = format!("sim-{:08x}-{index:06}", args.seed);
+                    let full = inventory(
+                        args.seed,
+                        index,
+                        &agent.machine_id,
+                        &hostname,
+                        &universe,
+                        None,
+                    );
+                    let token = &tokens[token_of(index, tokens.len())];
+                    if let Err(e) =
+                        enroll(&client, &args, token, index, &mut agent, &full["facts"]).await
+                    {
+                        eprintln!("{hostname}: {e:#}");
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if let Err(e) = check_in(&client, &args, &authority, &agent, &full).await {
+                        eprintln!("{hostname}: first check-in: {e:#}");
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let host = Host {
+                        index,
+                        facts: full["facts"].clone(),
+                        reboot_required: full["reboot_required"].clone(),
+                        digest: Mutex::new(
+                            full["inventory_digest"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_owned(),
+                        ),
+                        agent,
+                    };
+                    if let Ok(mut hosts) = hosts.lock() {
+                        hosts.push(host);
+                    }
+                }
+            }));
+        }
+        for worker in workers {
+            worker.await?;
+        }
+        let mut hosts = std::mem::take(&mut *hosts.lock().map_err(|_| anyhow::anyhow!("lock"))?);
+        hosts.sort_by_key(|h| h.index);
+        let hosts = Arc::new(hosts);
+        let elapsed = started.elapsed().as_secs_f64();
+        println!(
+            "enrolled and checked in (full inventory) {} hosts in {elapsed:.1}s ({:.0} hosts/s), {} failed",
+            hosts.len(),
+            hosts.len() as f64 / elapsed.max(0.001),
+            failed.load(Ordering::Relaxed)
+        );
+        println!(
+            "RESULT {}",
+            json!({"phase": "enrol+first", "hosts": hosts.len(), "seconds": elapsed,
+                   "failed": failed.load(Ordering::Relaxed)})
+        );
+        if hosts.is_empty() {
+            bail!("no host enrolled");
+        }
+        if let Some(selector) = args.selector.first() {
+            let page = list_once(&client, &args, &list_url(&args, selector)?).await?;
+            println!(
+                "list ?selector={selector}: {} hosts on the first page, next_cursor {}",
+                page["items"].as_array().map_or(0, Vec::len),
+                if page["next_cursor"].is_null() {
+                    "null"
+                } else {
+                    "set"
+                }
+            );
+        }
+
+        let changes = Arc::new(AtomicU64::new(0));
+        let cursor = Arc::new(AtomicU64::new(0));
+        for phase in &phases {
+            let deadline = Instant::now() + Duration::from_secs(phase.seconds);
+            let samples = Arc::new(Samples::default());
+            let probes = Arc::new(Samples::default());
+            let stop = Arc::new(AtomicBool::new(false));
+            let rss = rss_sampler(args.rss_pid, stop.clone());
+            let before = snapshot(&args);
+            let list = phase.name == "list";
+            let in_flight = if list {
+                args.list_concurrency
+            } else {
+                args.concurrency
+            };
+            let mut tasks = Vec::new();
+            for _ in 0..in_flight.max(1) {
+                let (args, client, hosts, universe, authority, samples, changes, cursor) = (
+                    args.clone(),
+                    client.clone(),
+                    hosts.clone(),
+                    universe.clone(),
+                    authority.clone(),
+                    samples.clone(),
+                    changes.clone(),
+                    cursor.clone(),
+                );
+                let changed = phase.name == "changed";
+                tasks.push(tokio::spawn(async move {
+                    while Instant::now() < deadline {
+                        let n = cursor.fetch_add(1, Ordering::Relaxed);
+                        let began = Instant::now();
+                        let result = if list {
+                            let selectors = &args.selector;
+                            let selector =
+                                &selectors[usize::try_from(n).unwrap_or(0) % selectors.len()];
+                            match list_url(&args, selector) {
+                                Ok(url) => list_once(&client, &args, &url).await.map(|_| false),
+                                Err(e) => Err(e),
+                            }
+                        } else {
+                            let host = &hosts[usize::try_from(n).unwrap_or(0) % hosts.len()];
+                            let change = changed.then(|| changes.fetch_add(1, Ordering::Relaxed));
+                            phase_check_in(&client, &args, &authority, &universe, host, change)
+                                .await
+                        };
+                        match result {
+                            Ok(asked) => {
+                                samples.record(began);
+                                if asked && !changed {
+                                    samples.asked_inventory.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            Err(e) => {
+                                if samples.errors.fetch_add(1, Ordering::Relaxed) < 5 {
+                                    eprintln!("{e:#}");
+                                }
+                            }
+                        }
+                    }
+                }));
+            }
+            let prober =
+                (!list && args.probe_every_ms > 0 && !args.selector.is_empty()).then(|| {
+                    let (args, client, probes) = (args.clone(), client.clone(), probes.clone());
+                    tokio::spawn(async move {
+                        let Ok(url) = list_url(&args, &args.selector[0]) else {
+                            return;
+                        };
+                        let mut tick =
+                            tokio::time::interval(Duration::from_millis(args.probe_every_ms));
+                        while Instant::now() < deadline {
+                            tick.tick().await;
+                            let began = Instant::now();
+                            match list_once(&client, &args, &url).await {
+                                Ok(_) => probes.record(began),
+                                Err(_) => {
+                                    probes.errors.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                        }
+                    })
+                });
+            for task in tasks {
+                task.await?;
+            }
+            if let Some(prober) = prober {
+                prober.await?;
+            }
+            let after = snapshot(&args);
+            stop.store(true, Ordering::Relaxed);
+            let rss_peak_kib = rss.await?;
+            let hwm_kib = args.rss_pid.and_then(|pid| vm_kib(pid, "VmHWM:"));
+            let (cpu, wall) = cpu_between(&before, &after);
+            let (count, [p50, p90, p99, max]) = samples.summary();
+            let rate = count as f64 / wall.max(0.001);
+            let errors = samples.errors.load(Ordering::Relaxed);
+            let asked = samples.asked_inventory.load(Ordering::Relaxed);
+            println!(
+                "phase {}: {count} in {wall:.1}s = {rate:.0}/s · p50 {p50:.2} ms · p90 {p90:.2} ms · p99 {p99:.2} ms · max {max:.2} ms · errors {errors} · asked for inventory {asked}",
+                phase.name
+            );
+            let cpu_text: Vec<String> = cpu
+                .iter()
+                .map(|(label, s)| format!("{label} {s:.1}s ({:.0}%)", 100.0 * s / wall.max(0.001)))
+                .collect();
+            println!("  cpu: {}", cpu_text.join(" · "));
+            let (probe_count, [pp50, _, pp99, pmax]) = probes.summary();
+            if probe_count > 0 {
+                println!(
+                    "  list probes during the phase: {probe_count}, p50 {pp50:.2} ms, p99 {pp99:.2} ms, max {pmax:.2} ms, errors {}",
+                    probes.errors.load(Ordering::Relaxed)
+                );
+            }
+            if args.rss_pid.is_some() {
+                println!(
+                    "  rss: peak sampled {:.0} MiB, VmHWM {:.0} MiB",
+                    rss_peak_kib as f64 / 1024.0,
+                    hwm_kib.unwrap_or(0) as f64 / 1024.0
+                );
+            }
+            let cpu_json: serde_json::Map<String, Value> =
+                cpu.into_iter().map(|(l, s)| (l, json!(s))).collect();
+            println!(
+                "RESULT {}",
+                json!({"phase": phase.name, "seconds": wall, "count": count, "rate": rate,
+                       "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "max_ms": max,
+                       "errors": errors, "asked_inventory": asked, "cpu_s": cpu_json,
+                       "probe": {"count": probe_count, "p50_ms": pp50, "p99_ms": pp99, "max_ms": pmax},
+                       "rss_peak_kib": rss_peak_kib, "hwm_kib": hwm_kib})
+            );
+        }
+        Ok(())
+    }
 }
