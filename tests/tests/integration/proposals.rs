@@ -1046,3 +1046,135 @@ async fn proposal_numbers_are_per_organization_and_gap_free() {
     assert_eq!(seq, 3);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn getting_a_proposal_answers_each_documented_error() {
+    let app = TestApp::builder().rate_limit(40, 0.001).start().await;
+    let fleet = Fleet::new(&app).await;
+    fleet
+        .host(
+            "web-1",
+            json!([update("curl", "1", "2", json!([]))]),
+            json!({}),
+        )
+        .await;
+    fleet.policy(policy_body(1)).await;
+    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+    let path = format!("/v1/orgs/acme/proposals/{id}");
+    let viewer = app.member("acme", Role::Viewer, "viewer@acme.test").await;
+    let seen = app
+        .call(As::Session(&viewer), Method::GET, &path, None)
+        .await;
+    assert_eq!(seen.status.as_u16(), 200, "a viewer reads proposals");
+    app.call(As::Nobody, Method::GET, &path, None)
+        .await
+        .assert_problem(401, "unauthenticated");
+    for missing in [
+        "/v1/orgs/acme/proposals/prp_00000000000000000000000000".to_owned(),
+        "/v1/orgs/acme/proposals/not-an-id".to_owned(),
+        path.replace("prp_", "pol_"),
+        path.replace("/acme/", "/other/"),
+    ] {
+        app.call(As::Session(&fleet.owner), Method::GET, &missing, None)
+            .await
+            .assert_problem(404, "not-found");
+    }
+    // Another organization's member sees nothing of it.
+    let other = app.sign_up("owner@other.test", "other").await;
+    app.call(
+        As::Session(&other),
+        Method::GET,
+        &path.replace("/acme/", "/other/"),
+        None,
+    )
+    .await
+    .assert_problem(404, "not-found");
+    // Past the organization's burst: rate limited, for reads and decisions alike.
+    let mut limited = None;
+    for _ in 0..60 {
+        let response = app
+            .call(As::Session(&fleet.owner), Method::GET, &path, None)
+            .await;
+        if response.status.as_u16() == 429 {
+            limited = Some(response);
+            break;
+        }
+    }
+    let limited = limited.expect("the burst runs out");
+    limited.assert_problem(429, "rate-limited");
+    assert!(limited.header("retry-after").is_some());
+    fleet
+        .decide(&fleet.owner, &id, "approve", None)
+        .await
+        .assert_problem(429, "rate-limited");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_policy_change_bumps_its_version_and_open_proposals_keep_theirs() {
+    let app = TestApp::new().await;
+    let fleet = Fleet::new(&app).await;
+    fleet
+        .host(
+            "web-1",
+            json!([update("curl", "1", "2", json!([]))]),
+            json!({}),
+        )
+        .await;
+    let policy = fleet.policy(policy_body(2)).await;
+    assert_eq!(policy["version"], 1);
+    let path = format!("/v1/orgs/acme/policies/{}", text(&policy["id"]));
+    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+
+    // Bad input changes nothing.
+    let mut unknown_group = policy_body(1);
+    unknown_group["scope"]["groups"] = json!(["grp_00000000000000000000000000"]);
+    let mut bad_selector = policy_body(1);
+    bad_selector["scope"]["selector"] = json!("env in (");
+    let mut too_many = policy_body(21);
+    too_many["name"] = json!("x");
+    for bad in [unknown_group, bad_selector, too_many] {
+        app.call(As::Session(&fleet.owner), Method::PUT, &path, Some(bad))
+            .await
+            .assert_problem(400, "invalid-request");
+    }
+    app.call(
+        As::Session(&fleet.owner),
+        Method::POST,
+        "/v1/orgs/acme/policies",
+        Some(policy_body(1)),
+    )
+    .await
+    .assert_problem(409, "conflict");
+    let ops = app.member("acme", Role::Operator, "ops@acme.test").await;
+    app.call(As::Session(&ops), Method::PUT, &path, Some(policy_body(1)))
+        .await
+        .assert_problem(403, "forbidden");
+
+    let mut changed = policy_body(1);
+    changed["name"] = json!("renamed");
+    let replaced = app
+        .call(As::Session(&fleet.owner), Method::PUT, &path, Some(changed))
+        .await;
+    assert_eq!(replaced.status.as_u16(), 200, "{}", replaced.body);
+    assert_eq!(replaced.json()["version"], 2);
+    assert_eq!(replaced.json()["required_approvals"], 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let p = fleet.detail(&id).await;
+    assert_eq!(
+        p["policy"],
+        json!({"id": policy["id"], "name": "everything", "version": 1})
+    );
+    assert_eq!(p["required"], 2, "opened under version 1's rules");
+
+    // Deleting the policy closes its open proposal.
+    let deleted = app
+        .call(As::Session(&fleet.owner), Method::DELETE, &path, None)
+        .await;
+    assert_eq!(deleted.status.as_u16(), 204, "{}", deleted.body);
+    assert_eq!(fleet.detail(&id).await["status"], "closed");
+    app.call(As::Session(&fleet.owner), Method::GET, &path, None)
+        .await
+        .assert_problem(404, "not-found");
+    app.stop().await;
+}
