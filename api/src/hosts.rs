@@ -208,7 +208,10 @@ async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<Grou
 
 /// The host `raw_id` of organization `org_id`, or `not-found`.
 /// The host's open proposals, newest first.
-async fn open_proposals<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<ProposalRef>, ApiError> {
+async fn open_proposals<C: ConnectionTrait>(
+    db: &C,
+    host_id: Uuid,
+) -> Result<Vec<ProposalRef>, ApiError> {
     Ok(crate::proposals::open_for_hosts(db, &[host_id])
         .await?
         .remove(&host_id)
@@ -636,7 +639,9 @@ impl HostsApi {
             .queue
             .push(platform::jobs::EvaluateHost { host_id: host.id })
             .await?;
-        Ok(Decommissioned::Ok(Json(host_view(updated, groups, proposals))))
+        Ok(Decommissioned::Ok(Json(host_view(
+            updated, groups, proposals,
+        ))))
     }
 
     /// What happened to a host, newest first.
