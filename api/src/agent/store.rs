@@ -19,6 +19,8 @@ use crate::{error::ApiError, hosts::record_event};
 pub const CHECK_IN_INTERVAL_S: i32 = 300;
 /// Rows inserted per statement when an inventory is replaced.
 const CHUNK: usize = 500;
+/// Rows a single delete names (each by name and architecture).
+const DELETE_CHUNK: usize = 200;
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
     serde_json::to_string(value).map_err(|e| ApiError::Internal(e.into()))
@@ -198,30 +200,63 @@ pub async fn record_day<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Replaces the host's stored packages and updates with a reported inventory.
+/// Brings the host's stored packages and updates in line with a reported inventory, writing
+/// only the rows that differ: a host whose inventory moved by a few packages costs a few rows,
+/// not a delete and re-insert of hundreds.
 pub async fn replace_inventory(
     txn: &DatabaseTransaction,
     host_id: Uuid,
     check_in: &CheckIn,
 ) -> Result<(), ApiError> {
     if let Some(packages) = &check_in.packages {
-        host_packages::Entity::delete_many()
+        let mut wanted: BTreeMap<(String, String), host_packages::ActiveModel> = BTreeMap::new();
+        for p in packages {
+            wanted
+                .entry((p.name.clone(), p.arch.clone()))
+                .or_insert_with(|| host_packages::ActiveModel {
+                    host_id: Set(host_id),
+                    name: Set(p.name.clone()),
+                    arch: Set(p.arch.clone()),
+                    version: Set(p.version.clone()),
+                    source_name: Set(p.source_name.clone()),
+                    source_version: Set(p.source_version.clone()),
+                });
+        }
+        let stored = host_packages::Entity::find()
             .filter(host_packages::Column::HostId.eq(host_id))
-            .exec(txn)
+            .all(txn)
             .await?;
-        let mut seen = std::collections::BTreeSet::new();
-        let rows: Vec<host_packages::ActiveModel> = packages
-            .iter()
-            .filter(|p| seen.insert((p.name.clone(), p.arch.clone())))
-            .map(|p| host_packages::ActiveModel {
-                host_id: Set(host_id),
-                name: Set(p.name.clone()),
-                arch: Set(p.arch.clone()),
-                version: Set(p.version.clone()),
-                source_name: Set(p.source_name.clone()),
-                source_version: Set(p.source_version.clone()),
-            })
-            .collect();
+        let mut gone = Vec::new();
+        for row in stored {
+            let key = (row.name.clone(), row.arch.clone());
+            let same = wanted.get(&key).is_some_and(|w| {
+                w.version.as_ref() == &row.version
+                    && w.source_name.as_ref() == &row.source_name
+                    && w.source_version.as_ref() == &row.source_version
+            });
+            if same {
+                wanted.remove(&key);
+            } else {
+                // Gone, or changed (re-inserted below).
+                gone.push(key);
+            }
+        }
+        for chunk in gone.chunks(DELETE_CHUNK) {
+            let mut which = sea_orm::Condition::any();
+            for (name, arch) in chunk {
+                which = which.add(
+                    sea_orm::Condition::all()
+                        .add(host_packages::Column::Name.eq(name.as_str()))
+                        .add(host_packages::Column::Arch.eq(arch.as_str())),
+                );
+            }
+            host_packages::Entity::delete_many()
+                .filter(host_packages::Column::HostId.eq(host_id))
+                .filter(which)
+                .exec(txn)
+                .await?;
+        }
+        let rows: Vec<host_packages::ActiveModel> = wanted.into_values().collect();
         for chunk in rows.chunks(CHUNK) {
             host_packages::Entity::insert_many(chunk.to_vec())
                 .exec(txn)
@@ -229,29 +264,65 @@ pub async fn replace_inventory(
         }
     }
     if let Some(updates) = &check_in.updates {
-        host_updates::Entity::delete_many()
-            .filter(host_updates::Column::HostId.eq(host_id))
-            .exec(txn)
-            .await?;
-        let mut seen = std::collections::BTreeSet::new();
-        let mut rows = Vec::with_capacity(updates.len());
-        for u in updates
-            .iter()
-            .filter(|u| seen.insert((u.name.clone(), u.arch.clone())))
-        {
-            rows.push(host_updates::ActiveModel {
-                host_id: Set(host_id),
-                name: Set(u.name.clone()),
-                arch: Set(u.arch.clone()),
-                from_version: Set(u.from_version.clone()),
-                to_version: Set(u.to_version.clone()),
-                ecosystem: Set(u.ecosystem.clone()),
-                source_name: Set(u.source_name.clone()),
-                security: Set(u.security),
-                requires_reboot: Set(u.requires_reboot),
-                advisories: Set(json(&u.advisories)?),
-            });
+        let mut wanted: BTreeMap<(String, String), host_updates::ActiveModel> = BTreeMap::new();
+        for u in updates {
+            if wanted.contains_key(&(u.name.clone(), u.arch.clone())) {
+                continue;
+            }
+            wanted.insert(
+                (u.name.clone(), u.arch.clone()),
+                host_updates::ActiveModel {
+                    host_id: Set(host_id),
+                    name: Set(u.name.clone()),
+                    arch: Set(u.arch.clone()),
+                    from_version: Set(u.from_version.clone()),
+                    to_version: Set(u.to_version.clone()),
+                    ecosystem: Set(u.ecosystem.clone()),
+                    source_name: Set(u.source_name.clone()),
+                    security: Set(u.security),
+                    requires_reboot: Set(u.requires_reboot),
+                    advisories: Set(json(&u.advisories)?),
+                },
+            );
         }
+        let stored = host_updates::Entity::find()
+            .filter(host_updates::Column::HostId.eq(host_id))
+            .all(txn)
+            .await?;
+        let mut gone = Vec::new();
+        for row in stored {
+            let key = (row.name.clone(), row.arch.clone());
+            let same = wanted.get(&key).is_some_and(|w| {
+                w.from_version.as_ref() == &row.from_version
+                    && w.to_version.as_ref() == &row.to_version
+                    && w.ecosystem.as_ref() == &row.ecosystem
+                    && w.source_name.as_ref() == &row.source_name
+                    && w.security.as_ref() == &row.security
+                    && w.requires_reboot.as_ref() == &row.requires_reboot
+                    && w.advisories.as_ref() == &row.advisories
+            });
+            if same {
+                wanted.remove(&key);
+            } else {
+                gone.push(key);
+            }
+        }
+        for chunk in gone.chunks(DELETE_CHUNK) {
+            let mut which = sea_orm::Condition::any();
+            for (name, arch) in chunk {
+                which = which.add(
+                    sea_orm::Condition::all()
+                        .add(host_updates::Column::Name.eq(name.as_str()))
+                        .add(host_updates::Column::Arch.eq(arch.as_str())),
+                );
+            }
+            host_updates::Entity::delete_many()
+                .filter(host_updates::Column::HostId.eq(host_id))
+                .filter(which)
+                .exec(txn)
+                .await?;
+        }
+        let rows: Vec<host_updates::ActiveModel> = wanted.into_values().collect();
         for chunk in rows.chunks(CHUNK) {
             host_updates::Entity::insert_many(chunk.to_vec())
                 .exec(txn)

@@ -476,3 +476,82 @@ async fn an_inventory_is_evaluated_into_counts_and_a_silent_host_goes_offline() 
     .await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_changed_inventory_is_stored_exactly_as_reported() {
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let (value, _) = token(&app, &owner, json!({"name": "fleet"})).await;
+    let mut agent = TestAgent::new("web-1");
+    assert_eq!(agent.enroll(&app, &value).await.status.as_u16(), 201);
+    let send = |digest: &str, packages: serde_json::Value, updates: serde_json::Value| {
+        let mut body = agent.check_in_body(digest);
+        body["packages"] = packages;
+        body["updates"] = updates;
+        body
+    };
+    let update = |name: &str, to: &str| json!({"name": name, "arch": "amd64", "from_version": "1", "to_version": to, "ecosystem": "deb"});
+    let first = send(
+        "one",
+        json!([{"name": "a", "version": "1", "arch": "amd64"}, {"name": "b", "version": "1", "arch": "amd64"},
+               {"name": "a", "version": "1", "arch": "i386"}]),
+        json!([update("a", "2"), update("b", "2")]),
+    );
+    let second = send(
+        "two",
+        json!([{"name": "a", "version": "2", "arch": "amd64"}, {"name": "c", "version": "1", "arch": "amd64"},
+               {"name": "a", "version": "1", "arch": "i386"}]),
+        json!([update("b", "3"), update("c", "2")]),
+    );
+    for body in [first, second] {
+        let answer = agent
+            .post(
+                &app,
+                "/v1/agent/check-in",
+                &body,
+                app.clock_now(),
+                Tamper::None,
+            )
+            .await;
+        assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    }
+    let host_id = platform::ids::parse_id("hst", agent.host_id.as_deref().unwrap_or_default())
+        .expect("host id");
+    let packages: Vec<(String, String, String)> = entities::host_packages::Entity::find()
+        .filter(entities::host_packages::Column::HostId.eq(host_id))
+        .order_by_asc(entities::host_packages::Column::Name)
+        .order_by_asc(entities::host_packages::Column::Arch)
+        .all(&app.state.db.orm)
+        .await
+        .expect("packages")
+        .into_iter()
+        .map(|p| (p.name, p.arch, p.version))
+        .collect();
+    let own = |n: &str, a: &str, v: &str| (n.to_owned(), a.to_owned(), v.to_owned());
+    assert_eq!(
+        packages,
+        vec![
+            own("a", "amd64", "2"),
+            own("a", "i386", "1"),
+            own("c", "amd64", "1")
+        ]
+    );
+    let updates: Vec<(String, String)> = entities::host_updates::Entity::find()
+        .filter(entities::host_updates::Column::HostId.eq(host_id))
+        .order_by_asc(entities::host_updates::Column::Name)
+        .all(&app.state.db.orm)
+        .await
+        .expect("updates")
+        .into_iter()
+        .map(|u| (u.name, u.to_version))
+        .collect();
+    assert_eq!(
+        updates,
+        vec![
+            ("b".to_owned(), "3".to_owned()),
+            ("c".to_owned(), "2".to_owned())
+        ]
+    );
+    app.stop().await;
+}
