@@ -135,26 +135,65 @@ struct ScopeHost {
 }
 
 pub async fn evaluate(job: EvaluatePolicy, deps: Data<Deps>) -> Result<(), BoxDynError> {
-    evaluate_policy(&deps, job.policy_id).await?;
+    if evaluate_policy(&deps, job.policy_id).await? == Evaluated::Busy {
+        // Another run holds the policy: come back once it is likely done. The mark stays, so
+        // host changes meanwhile queue nothing more; this one job carries them all.
+        platform::jobs::Queue::new(&deps.db)
+            .push_after(job, RETRY_WHEN_BUSY)
+            .await?;
+    }
     Ok(())
 }
 
+/// How long a run that found its policy busy waits before trying again.
+const RETRY_WHEN_BUSY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether an evaluation ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evaluated {
+    Done,
+    /// Another evaluation of the policy is running (Postgres); nothing was read or written.
+    Busy,
+}
+
 /// One evaluation of `policy_id` (what the job runs).
-pub async fn evaluate_policy(deps: &Deps, policy_id: Uuid) -> Result<(), DbErr> {
-    // Claim the dirty mark first: a host that changes from here on marks it again and queues
-    // one more run, which waits for this one's lock.
-    policy_dirty::Entity::delete_by_id(policy_id)
-        .exec(&deps.db.orm)
-        .await?;
+///
+/// On Postgres a transaction-scoped advisory lock keyed by the policy admits one run at a
+/// time; a run that finds it taken gives up at once (`Busy`) instead of waiting with a
+/// connection held, so a burst of host changes costs one running and one waiting evaluation
+/// per policy. The dirty mark is claimed only once the lock is held. On SQLite the write
+/// transaction is the lock.
+pub async fn evaluate_policy(deps: &Deps, policy_id: Uuid) -> Result<Evaluated, DbErr> {
+    let postgres = deps.db.kind() == DatabaseKind::Postgres;
+    if !postgres {
+        policy_dirty::Entity::delete_by_id(policy_id)
+            .exec(&deps.db.orm)
+            .await?;
+    }
     let now = deps.clock.now();
     let txn = deps.db.begin_write().await?;
-    let postgres = deps.db.kind() == DatabaseKind::Postgres;
-    let mut find = policies::Entity::find_by_id(policy_id);
     if postgres {
-        find = find.lock_exclusive();
+        let key = i64::from_be_bytes(policy_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
+        let locked = txn
+            .query_one_raw(sea_orm::Statement::from_sql_and_values(
+                sea_orm::DatabaseBackend::Postgres,
+                "SELECT pg_try_advisory_xact_lock($1) AS locked",
+                [key.into()],
+            ))
+            .await?
+            .map(|row| row.try_get::<bool>("", "locked"))
+            .transpose()?
+            .unwrap_or(false);
+        if !locked {
+            return Ok(Evaluated::Busy);
+        }
+        // Claimed outside this transaction, so marking stays a non-blocking insert.
+        policy_dirty::Entity::delete_by_id(policy_id)
+            .exec(&deps.db.orm)
+            .await?;
     }
-    let Some(policy) = find.one(&txn).await? else {
-        return Ok(()); // Deleted: its proposals were closed with it.
+    let Some(policy) = policies::Entity::find_by_id(policy_id).one(&txn).await? else {
+        return Ok(Evaluated::Done); // Deleted: its proposals were closed with it.
     };
     let mut undecided = proposals::Entity::find()
         .filter(proposals::Column::PolicyId.eq(policy.id))
@@ -179,7 +218,7 @@ pub async fn evaluate_policy(deps: &Deps, policy_id: Uuid) -> Result<(), DbErr> 
     reconcile_packages(&txn, &rules, current, &desired, &kev, now).await?;
     reconcile_releases(&txn, &rules, releases, &desired, now).await?;
     txn.commit().await?;
-    Ok(())
+    Ok(Evaluated::Done)
 }
 
 /// The rules a new proposal is opened under, copied from the policy.
@@ -353,12 +392,15 @@ async fn desired(txn: &DatabaseTransaction, policy: &policies::Model) -> Result<
             {
                 continue;
             }
-            let advisories: Vec<Advisory> =
-                serde_json::from_str(&advisories_text).unwrap_or_default();
-            if security_only && !security && advisories.is_empty() {
+            // Hosts report the same advisory text for the same update: parse it only when a
+            // filter needs it or the change has not seen this text yet.
+            let unrated = advisories_text.trim() == "[]";
+            if security_only && !security && unrated {
                 continue;
             }
             if let Some(min) = min_rank {
+                let advisories: Vec<Advisory> =
+                    serde_json::from_str(&advisories_text).unwrap_or_default();
                 let rank = advisories
                     .iter()
                     .filter_map(|a| a.severity.as_deref().and_then(p::severity_rank))
@@ -383,7 +425,9 @@ async fn desired(txn: &DatabaseTransaction, policy: &policies::Model) -> Result<
             if change.source_name.is_none() {
                 change.source_name = source_name;
             }
-            if parsed.get(&i) != Some(&advisories_text) {
+            if !unrated && parsed.get(&i) != Some(&advisories_text) {
+                let advisories: Vec<Advisory> =
+                    serde_json::from_str(&advisories_text).unwrap_or_default();
                 for advisory in advisories {
                     change
                         .advisories
@@ -1079,6 +1123,9 @@ pub async fn mark_dirty(
     mark_policies_dirty(db, &ids, now).await
 }
 
+/// How long a freshly marked policy waits before its evaluation runs.
+const COALESCE_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Marks `policy_ids` dirty; queues an evaluation for each that was clean.
 pub async fn mark_policies_dirty(
     db: &platform::db::Database,
@@ -1099,7 +1146,10 @@ pub async fn mark_policies_dirty(
         .exec_without_returning(&db.orm)
         .await?;
         if inserted == 1 {
-            queue.push(EvaluatePolicy { policy_id: *id }).await?;
+            // A moment's delay lets a burst of host changes share one evaluation.
+            queue
+                .push_after(EvaluatePolicy { policy_id: *id }, COALESCE_DELAY)
+                .await?;
         }
     }
     Ok(())
