@@ -1052,20 +1052,13 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
     db: &C,
     host_ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<crate::hosts::ProposalRef>>, ApiError> {
+    // The hosts' proposal rows by the host index, then those proposals by primary key: no
+    // scan of the organization's (ever growing) proposal history.
     let pairs: Vec<(Uuid, Uuid)> = proposal_hosts::Entity::find()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .column(proposal_hosts::Column::ProposalId)
         .filter(proposal_hosts::Column::HostId.is_in(host_ids.iter().copied()))
-        .filter(
-            proposal_hosts::Column::ProposalId.in_subquery(
-                sea_orm::sea_query::Query::select()
-                    .column(proposals::Column::Id)
-                    .from(proposals::Entity)
-                    .and_where(proposals::Column::Status.is_not_in(domain::FINAL))
-                    .to_owned(),
-            ),
-        )
         .into_tuple()
         .all(db)
         .await?;
@@ -1075,6 +1068,7 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
     let ids: BTreeSet<Uuid> = pairs.iter().map(|(_, p)| *p).collect();
     let found: HashMap<Uuid, proposals::Model> = proposals::Entity::find()
         .filter(proposals::Column::Id.is_in(ids))
+        .filter(proposals::Column::Status.is_not_in(domain::FINAL))
         .all(db)
         .await?
         .into_iter()

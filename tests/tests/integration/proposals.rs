@@ -387,6 +387,27 @@ async fn new_updates_supersede_or_merge_and_a_proposal_with_nothing_left_closes(
     assert_eq!(old["status"], "superseded");
     assert_eq!(old["superseded_by"], list[0]["id"]);
     assert_eq!(old["outstanding"], 0, "final proposals need nothing");
+    let host = app
+        .call(
+            As::Session(&fleet.owner),
+            Method::GET,
+            &format!(
+                "/v1/orgs/acme/hosts/{}",
+                web.host_id.clone().unwrap_or_default()
+            ),
+            None,
+        )
+        .await
+        .json();
+    let listed: Vec<String> = host["proposals"]
+        .as_array()
+        .map(|p| p.iter().map(|p| text(&p["id"])).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        listed,
+        vec![text(&list[0]["id"])],
+        "only open proposals, not the superseded one"
+    );
 
     // The host no longer needs anything: the open proposal closes.
     fleet.report(&web, json!([]), json!({})).await;
