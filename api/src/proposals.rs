@@ -41,16 +41,23 @@ pub const MAX_REASON: usize = 2_000;
 /// Furthest ahead a snooze may reach.
 pub const MAX_SNOOZE_DAYS: i64 = 365;
 
-/// The proposal `raw_id` (`prp_…`) of organization `org_id`; any other id, or another
-/// organization's proposal, is `not-found`.
+/// The query for proposal `raw_id` (`prp_…`) of organization `org_id`; any other id, or
+/// another organization's proposal, is `not-found`.
+fn proposal_query(
+    org_id: Uuid,
+    raw_id: &str,
+) -> Result<sea_orm::Select<proposals::Entity>, ApiError> {
+    let id = platform::ids::parse_id("prp", raw_id).ok_or(ApiError::NotFound)?;
+    Ok(proposals::Entity::find_by_id(id).filter(proposals::Column::OrgId.eq(org_id)))
+}
+
+/// The proposal `raw_id` of organization `org_id` (`not-found` otherwise).
 pub async fn find_proposal<C: ConnectionTrait>(
     db: &C,
     org_id: Uuid,
     raw_id: &str,
 ) -> Result<proposals::Model, ApiError> {
-    let id = platform::ids::parse_id("prp", raw_id).ok_or(ApiError::NotFound)?;
-    proposals::Entity::find_by_id(id)
-        .filter(proposals::Column::OrgId.eq(org_id))
+    proposal_query(org_id, raw_id)?
         .one(db)
         .await?
         .ok_or(ApiError::NotFound)
@@ -64,8 +71,7 @@ async fn lock_proposal(
     org_id: Uuid,
     raw_id: &str,
 ) -> Result<proposals::Model, ApiError> {
-    let id = platform::ids::parse_id("prp", raw_id).ok_or(ApiError::NotFound)?;
-    let mut query = proposals::Entity::find_by_id(id).filter(proposals::Column::OrgId.eq(org_id));
+    let mut query = proposal_query(org_id, raw_id)?;
     if state.db.kind() == platform::config::DatabaseKind::Postgres {
         query = query.lock_exclusive();
     }
@@ -537,7 +543,7 @@ async fn preflight(
             hosts::Column::AgentPermissions,
             hosts::Column::HeldPackages,
         ])
-        .filter(hosts::Column::Id.in_subquery(hosts_of(p.id)))
+        .filter(hosts::Column::Id.in_subquery(domain::hosts_of(p.id)))
         .order_by_asc(hosts::Column::Hostname)
         .into_tuple()
         .all(txn)
@@ -1035,15 +1041,6 @@ impl ProposalsApi {
         txn.commit().await?;
         Ok(Json(summary(&p)))
     }
-}
-
-/// `SELECT host_id FROM proposal_hosts WHERE proposal_id = …`
-fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
-    sea_orm::sea_query::Query::select()
-        .column(proposal_hosts::Column::HostId)
-        .from(proposal_hosts::Entity)
-        .and_where(proposal_hosts::Column::ProposalId.eq(proposal_id))
-        .to_owned()
 }
 
 /// Open (not final) proposals of each of `host_ids`, newest first, for host views: two

@@ -280,6 +280,15 @@ pub struct JobWindow {
 
 const JOB_CHUNK: usize = 500;
 
+/// `SELECT host_id FROM proposal_hosts WHERE proposal_id = …`, to filter hosts by.
+pub fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
+    sea_orm::sea_query::Query::select()
+        .column(proposal_hosts::Column::HostId)
+        .from(proposal_hosts::Entity)
+        .and_where(proposal_hosts::Column::ProposalId.eq(proposal_id))
+        .to_owned()
+}
+
 /// One `pending` job per host of the proposal, carrying that host's own changes.
 pub async fn create_jobs<C: ConnectionTrait>(
     txn: &C,
@@ -329,15 +338,7 @@ pub async fn create_jobs<C: ConnectionTrait>(
         .select_only()
         .column(entities::hosts::Column::Id)
         .column(entities::hosts::Column::AgentPermissions)
-        .filter(
-            entities::hosts::Column::Id.in_subquery(
-                sea_orm::sea_query::Query::select()
-                    .column(proposal_hosts::Column::HostId)
-                    .from(proposal_hosts::Entity)
-                    .and_where(proposal_hosts::Column::ProposalId.eq(proposal.id))
-                    .to_owned(),
-            ),
-        )
+        .filter(entities::hosts::Column::Id.in_subquery(hosts_of(proposal.id)))
         .into_tuple::<(Uuid, Option<String>)>()
         .all(txn)
         .await?

@@ -89,6 +89,21 @@ impl<'a> Fleet<'a> {
         assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
     }
 
+    /// One host needing curl 1 → 2 and a policy requiring `required` approvals: the id of the
+    /// proposal it opens, and the host's agent.
+    async fn one_proposal(&self, required: i64) -> (TestAgent, String) {
+        let agent = self
+            .host(
+                "web-1",
+                json!([update("curl", "1", "2", json!([]))]),
+                json!({}),
+            )
+            .await;
+        self.policy(policy_body(required)).await;
+        let id = text(&self.until(|l| l.len() == 1).await[0]["id"]);
+        (agent, id)
+    }
+
     async fn policy(&self, body: Value) -> Value {
         let created = self
             .app
@@ -497,16 +512,7 @@ async fn new_updates_supersede_or_merge_and_a_proposal_with_nothing_left_closes(
 async fn approve_refuses_each_state_and_counts_distinct_people() {
     let app = TestApp::new().await;
     let fleet = Fleet::new(&app).await;
-    fleet
-        .host(
-            "web-1",
-            json!([update("curl", "1", "2", json!([]))]),
-            json!({}),
-        )
-        .await;
-    fleet.policy(policy_body(2)).await;
-    let list = fleet.until(|l| l.len() == 1).await;
-    let id = text(&list[0]["id"]);
+    let (_, id) = fleet.one_proposal(2).await;
     let ops = app.member("acme", Role::Operator, "ops@acme.test").await;
     let viewer = app.member("acme", Role::Viewer, "viewer@acme.test").await;
 
@@ -675,15 +681,7 @@ async fn preflight_and_release_upgrades_refuse_approval() {
 async fn reject_keeps_its_count_and_snooze_reopens_when_the_scheduler_says_so() {
     let app = TestApp::new().await;
     let fleet = Fleet::new(&app).await;
-    let agent = fleet
-        .host(
-            "web-1",
-            json!([update("curl", "1", "2", json!([]))]),
-            json!({}),
-        )
-        .await;
-    fleet.policy(policy_body(3)).await;
-    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+    let (agent, id) = fleet.one_proposal(3).await;
 
     // Snooze: not in the past, and back to open once the time passes.
     let past = (app.clock_now() - chrono::Duration::minutes(1)).to_rfc3339();
@@ -869,15 +867,7 @@ async fn approving_while_the_window_is_shut_schedules_for_its_opening() {
 async fn five_people_approving_one_proposal_needing_three_at_once() {
     let app = TestApp::new().await;
     let fleet = Fleet::new(&app).await;
-    fleet
-        .host(
-            "web-1",
-            json!([update("curl", "1", "2", json!([]))]),
-            json!({}),
-        )
-        .await;
-    fleet.policy(policy_body(3)).await;
-    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+    let (_, id) = fleet.one_proposal(3).await;
     let mut people = Vec::new();
     for i in 0..5 {
         people.push(
@@ -1072,15 +1062,7 @@ async fn proposal_numbers_are_per_organization_and_gap_free() {
 async fn getting_a_proposal_answers_each_documented_error() {
     let app = TestApp::builder().rate_limit(40, 0.001).start().await;
     let fleet = Fleet::new(&app).await;
-    fleet
-        .host(
-            "web-1",
-            json!([update("curl", "1", "2", json!([]))]),
-            json!({}),
-        )
-        .await;
-    fleet.policy(policy_body(1)).await;
-    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+    let (_, id) = fleet.one_proposal(1).await;
     let path = format!("/v1/orgs/acme/proposals/{id}");
     let viewer = app.member("acme", Role::Viewer, "viewer@acme.test").await;
     let seen = app
