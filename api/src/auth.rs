@@ -1,20 +1,21 @@
 //! Sign-up and sign-in by emailed one-time token, the two verify operations, sign-out, and the
 //! session they start (decisions §3).
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use entities::{accounts, email_tokens, memberships, organizations, sessions};
+use platform::jobs::SendLink;
 use poem::Request;
 use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, sea_query::Expr,
 };
 use uuid::Uuid;
+use worker::jobs::send_link::SignUpPayload;
 
 use crate::{
     AppState,
     access::{self, SESSION_COOKIE, SESSION_LIFETIME, Signed},
     audit::Entry,
-    emails,
     error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
@@ -24,9 +25,6 @@ use crate::{
     tags::Tag,
     text::Text,
 };
-
-/// One-time email tokens expire after this long.
-pub const EMAIL_TOKEN_TTL: Duration = Duration::minutes(15);
 
 /// Per client address, across the unauthenticated operations.
 const PER_IP: Limit = Limit {
@@ -67,14 +65,6 @@ pub struct SignUpRequest {
     #[oai(validator(max_length = 255))]
     pub name: Text,
     pub organization: NewOrganization,
-}
-
-/// What sign-up asked for, kept with its token until verified.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SignUpPayload {
-    name: String,
-    organization_name: String,
-    organization_slug: String,
 }
 
 #[derive(Object)]
@@ -246,29 +236,6 @@ async fn consume_token<C: ConnectionTrait>(
         .ok_or(ApiError::InvalidToken)
 }
 
-async fn issue_token(
-    state: &AppState,
-    purpose: &str,
-    email: &Email,
-    payload: Option<String>,
-    now: DateTime<Utc>,
-) -> Result<String, ApiError> {
-    let token = platform::secrets::mint("");
-    email_tokens::ActiveModel {
-        id: Set(platform::ids::new_uuid()),
-        token_hash: Set(token.hash),
-        purpose: Set(purpose.to_owned()),
-        email: Set(email.as_str().to_owned()),
-        payload: Set(payload),
-        created_at: Set(now),
-        expires_at: Set(now + EMAIL_TOKEN_TTL),
-        used_at: Set(None),
-    }
-    .insert(&state.db.orm)
-    .await?;
-    Ok(token.value)
-}
-
 pub struct AuthApi;
 
 type AnonErrors = Errors<(BadRequest, TooManyRequests)>;
@@ -291,22 +258,15 @@ impl AuthApi {
         let org_name = input::name("organization.name", &body.organization.name)?;
         let slug = Slug::parse("organization.slug", &body.organization.slug)?;
         limit_anonymous(&state, req, Some(&email)).await?;
-        let now = state.clock.now();
-        let payload = serde_json::to_string(&SignUpPayload {
-            name,
-            organization_name: org_name.clone(),
-            organization_slug: slug.as_str().to_owned(),
-        })
-        .map_err(|e| ApiError::Internal(e.into()))?;
-        let token = issue_token(&state, "sign_up", &email, Some(payload), now).await?;
+        // The worker mints the token when it sends the email: no credential in the queue.
         state
             .queue
-            .push(emails::sign_up(
-                &state.config.base_url,
-                email.as_str(),
-                &org_name,
-                &token,
-            ))
+            .push(SendLink::SignUp {
+                email: email.as_str().to_owned(),
+                name,
+                organization_name: org_name,
+                organization_slug: slug.as_str().to_owned(),
+            })
             .await?;
         Ok(Accepted::Accepted)
     }
@@ -327,21 +287,14 @@ impl AuthApi {
     ) -> Result<Accepted, AnonErrors> {
         let email = Email::parse("email", &body.email)?;
         limit_anonymous(&state, req, Some(&email)).await?;
-        let account = accounts::Entity::find()
-            .filter(accounts::Column::Email.eq(email.as_str()))
-            .one(&state.db.orm)
+        // The same work whether or not the address has an account (the answer's timing tells
+        // nothing): the worker looks the account up, mints the token and sends the link.
+        state
+            .queue
+            .push(SendLink::SignIn {
+                email: email.as_str().to_owned(),
+            })
             .await?;
-        if account.is_some() {
-            let token = issue_token(&state, "sign_in", &email, None, state.clock.now()).await?;
-            state
-                .queue
-                .push(emails::sign_in(
-                    &state.config.base_url,
-                    email.as_str(),
-                    &token,
-                ))
-                .await?;
-        }
         Ok(Accepted::Accepted)
     }
 

@@ -9,8 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use entities::{accounts, comments, memberships, organizations, proposals};
-use platform::jobs::SendEmail;
+use entities::{accounts, comments, memberships};
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
     param::{Path, Query},
@@ -38,8 +37,6 @@ use crate::{
 pub const MAX_BODY: usize = 10_000;
 /// Comments in one page of a thread (decisions §5).
 pub const PAGE: u64 = 50;
-/// How much of the comment a mention email quotes, in characters.
-const EMAIL_EXCERPT: usize = 500;
 
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
@@ -266,75 +263,6 @@ async fn members<C: ConnectionTrait>(
         .collect())
 }
 
-// ---------------------------------------------------------------------------------------------
-// The mention email.
-
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `{SERVICE_BASE_URL}/orgs/{slug}/proposals/{prp_id}`
-pub fn proposal_link(base: &url::Url, slug: &str, proposal_id: Uuid) -> String {
-    let mut url = base.clone();
-    url.set_path(&format!(
-        "{}/orgs/{slug}/proposals/{}",
-        base.path().trim_end_matches('/'),
-        platform::ids::format_id("prp", proposal_id)
-    ));
-    url.set_query(None);
-    url.to_string()
-}
-
-fn mention_email(
-    base: &url::Url,
-    to: &str,
-    author: &str,
-    org: &organizations::Model,
-    proposal: &proposals::Model,
-    body: &str,
-) -> SendEmail {
-    let subject = format!(
-        "{author} mentioned you on proposal #{}: {}",
-        proposal.number, proposal.title
-    );
-    let lead = format!(
-        "{author} mentioned you in a comment on proposal #{} \u{201c}{}\u{201d} in {}.",
-        proposal.number, proposal.title, org.name
-    );
-    let mut excerpt: String = body.chars().take(EMAIL_EXCERPT).collect();
-    if body.chars().count() > EMAIL_EXCERPT {
-        excerpt.push('\u{2026}');
-    }
-    let quoted: String = excerpt.lines().map(|line| format!("> {line}\n")).collect();
-    let link = proposal_link(base, &org.slug, proposal.id);
-    let note = "You get this email because somebody mentioned you. You can turn mention emails \
-                off in your digest setting for the organization.";
-    let text = format!("{lead}\n\n{quoted}\nOpen the proposal:\n{link}\n\n{note}\n");
-    let html = format!(
-        "<!doctype html><html><body style=\"font-family:sans-serif\"><p>{}</p>\
-         <blockquote style=\"white-space:pre-wrap\">{}</blockquote>\
-         <p><a href=\"{}\">Open the proposal</a></p><p style=\"color:#666\">{}</p></body></html>",
-        escape(&lead),
-        escape(&excerpt),
-        escape(&link),
-        escape(note)
-    );
-    let mut email = SendEmail::new(to, subject, text, html);
-    email.link = Some(link);
-    email
-}
-
 pub struct CommentsApi;
 
 #[OpenApi(tag = "Tag::Comments")]
@@ -422,12 +350,17 @@ impl CommentsApi {
             if !emailed.insert(member.id) {
                 continue;
             }
-            let email = mention_email(
+            let email = worker::emails::mention(
                 &state.config.base_url,
                 &member.email,
                 &author_name,
-                &org.org,
-                &proposal,
+                worker::emails::MentionedOn {
+                    org_name: &org.org.name,
+                    org_slug: &org.org.slug,
+                    proposal_id: proposal.id,
+                    proposal_number: proposal.number,
+                    proposal_title: &proposal.title,
+                },
                 &row.body,
             );
             if let Err(err) = state.queue.push(email).await {
@@ -596,18 +529,5 @@ mod tests {
         assert!(comment_body(&"x".repeat(MAX_BODY)).is_ok());
         assert!(comment_body(&"x".repeat(MAX_BODY + 1)).is_err());
         assert!(comment_body("nul\u{0}").is_err());
-    }
-
-    #[test]
-    fn the_link_names_the_proposal() {
-        let base = url::Url::parse("https://fleet.example.com/app/").expect("url");
-        let id = Uuid::nil();
-        assert_eq!(
-            proposal_link(&base, "acme", id),
-            format!(
-                "https://fleet.example.com/app/orgs/acme/proposals/{}",
-                platform::ids::format_id("prp", id)
-            )
-        );
     }
 }

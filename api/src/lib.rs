@@ -7,7 +7,6 @@ pub mod api_tokens;
 pub mod audit;
 pub mod auth;
 pub mod comments;
-pub mod emails;
 pub mod enrollment_tokens;
 pub mod error;
 pub mod groups;

@@ -64,6 +64,32 @@ impl SendEmail {
     }
 }
 
+/// Email a link that carries a one-time credential (sign-in, sign-up, invitation).
+///
+/// The payload names what to send, never the credential: the worker mints the token when it
+/// sends the message and keeps only its hash, so the queue (whose finished rows are kept for
+/// days) never holds a secret. Queued the same way whether or not the address has an account,
+/// so the api's answer takes the same time for both.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SendLink {
+    /// A sign-in link, sent only if an account has this address.
+    SignIn { email: String },
+    /// A sign-up confirmation for a new organization.
+    SignUp {
+        email: String,
+        name: String,
+        organization_name: String,
+        organization_slug: String,
+    },
+    /// The link of a pending invitation (nothing is sent once it is accepted or revoked).
+    Invitation { invitation_id: uuid::Uuid },
+}
+
+impl Job for SendLink {
+    const QUEUE: &'static str = "email.link";
+}
+
 pub fn postgres_config(queue: &str) -> apalis_postgres::Config {
     apalis_postgres::Config::default()
         .queue(queue)

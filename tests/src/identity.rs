@@ -111,6 +111,23 @@ impl TestApp {
         }
     }
 
+    /// Creates organization `slug` directly, without anybody in it (for tests that run no
+    /// worker and so cannot sign up through email).
+    pub async fn organization(&self, slug: &str) {
+        organizations::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            slug: Set(slug.to_owned()),
+            name: Set(slug.to_owned()),
+            plan: Set("free".into()),
+            sso_enforced: Set(false),
+            created_at: Set(self.state.clock.now()),
+            proposal_seq: Set(0),
+        }
+        .insert(&self.state.db.orm)
+        .await
+        .expect("organization");
+    }
+
     /// Adds a member with `role` to organization `slug` directly, and signs them in.
     pub async fn member(&self, slug: &str, role: Role, email: &str) -> Session {
         let db = &self.state.db.orm;

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod database;
 pub mod identity;
+pub mod jobs;
 pub mod processes;
 pub mod smtp_sink;
 pub mod wrk;
@@ -37,6 +38,8 @@ pub struct TestApp {
     pub clock: ManualClock,
     pub smtp: SmtpSink,
     pub database: TestDatabase,
+    /// Whether the app's own worker runs in-process (see [`TestAppBuilder::without_worker`]).
+    pub worker_running: bool,
     shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -141,6 +144,7 @@ impl TestAppBuilder {
             clock,
             smtp,
             database,
+            worker_running: self.worker,
             shutdown,
             tasks,
         }

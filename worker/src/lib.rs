@@ -2,6 +2,7 @@
 //! replicas, LISTEN/NOTIFY pickup) or SQLite (polling).
 
 pub mod cli;
+pub mod emails;
 pub mod failed;
 pub mod jobs;
 pub mod mailer;
@@ -24,7 +25,7 @@ use platform::{
     db::{Database, Pool},
     jobs::{
         EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
-        ProposalTimers, RollupUsage, SendEmail, postgres_config, sqlite_config,
+        ProposalTimers, RollupUsage, SendEmail, SendLink, postgres_config, sqlite_config,
     },
 };
 use tokio_util::sync::CancellationToken;
@@ -142,6 +143,7 @@ pub async fn run(
         SendEmail,
         jobs::send_email::run
     );
+    monitor = register!(monitor, pool, deps, options, SendLink, jobs::send_link::run);
     monitor = register!(
         monitor,
         pool,
@@ -229,7 +231,7 @@ impl Deps {
 
 /// Queues this worker consumes; on Postgres each holds a pooled connection for its
 /// LISTEN/NOTIFY listener for as long as the worker runs.
-pub const QUEUES: u32 = 8;
+pub const QUEUES: u32 = 9;
 
 /// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
 /// for the jobs in flight and their polling.

@@ -4,6 +4,7 @@ mod access_walk;
 mod agents;
 mod auth;
 mod comments;
+mod email_links;
 mod enrollment_tokens;
 mod foundation;
 mod hosts_groups;

@@ -4,4 +4,5 @@ pub mod evaluate;
 pub mod housekeeping;
 pub mod policy;
 pub mod send_email;
+pub mod send_link;
 pub mod upkeep;

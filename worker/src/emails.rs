@@ -1,10 +1,11 @@
-//! The emails the api sends (through the job queue): plain text and HTML, with links built from
-//! `SERVICE_BASE_URL`.
+//! The emails the service sends: plain text and HTML, with links built from `SERVICE_BASE_URL`.
+//! Every value shown in HTML goes through [`escape`].
 
 use platform::jobs::SendEmail;
 use url::Url;
 
-fn escape(text: &str) -> String {
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -92,6 +93,64 @@ pub fn invitation(
     )
 }
 
+/// The proposal a mention was made on.
+#[derive(Clone, Copy, Debug)]
+pub struct MentionedOn<'a> {
+    pub org_name: &'a str,
+    pub org_slug: &'a str,
+    pub proposal_id: uuid::Uuid,
+    pub proposal_number: i64,
+    pub proposal_title: &'a str,
+}
+
+/// How much of the comment a mention email quotes, in characters.
+const MENTION_EXCERPT: usize = 500;
+
+/// `{SERVICE_BASE_URL}/orgs/{slug}/proposals/{prp_id}`
+pub fn proposal_link(base: &Url, slug: &str, proposal_id: uuid::Uuid) -> String {
+    let mut url = base.clone();
+    url.set_path(&format!(
+        "{}/orgs/{slug}/proposals/{}",
+        base.path().trim_end_matches('/'),
+        platform::ids::format_id("prp", proposal_id)
+    ));
+    url.set_query(None);
+    url.to_string()
+}
+
+/// Tells a member that `author` mentioned them in a comment.
+pub fn mention(base: &Url, to: &str, author: &str, on: MentionedOn<'_>, body: &str) -> SendEmail {
+    let subject = format!(
+        "{author} mentioned you on proposal #{}: {}",
+        on.proposal_number, on.proposal_title
+    );
+    let lead = format!(
+        "{author} mentioned you in a comment on proposal #{} \u{201c}{}\u{201d} in {}.",
+        on.proposal_number, on.proposal_title, on.org_name
+    );
+    let mut excerpt: String = body.chars().take(MENTION_EXCERPT).collect();
+    if body.chars().count() > MENTION_EXCERPT {
+        excerpt.push('\u{2026}');
+    }
+    let quoted: String = excerpt.lines().map(|line| format!("> {line}\n")).collect();
+    let link = proposal_link(base, on.org_slug, on.proposal_id);
+    let note = "You get this email because somebody mentioned you. You can turn mention emails \
+                off in your digest setting for the organization.";
+    let text = format!("{lead}\n\n{quoted}\nOpen the proposal:\n{link}\n\n{note}\n");
+    let html = format!(
+        "<!doctype html><html><body style=\"font-family:sans-serif\"><p>{}</p>\
+         <blockquote style=\"white-space:pre-wrap\">{}</blockquote>\
+         <p><a href=\"{}\">Open the proposal</a></p><p style=\"color:#666\">{}</p></body></html>",
+        escape(&lead),
+        escape(&excerpt),
+        escape(&link),
+        escape(note)
+    );
+    let mut email = SendEmail::new(to, subject, text, html);
+    email.link = Some(link);
+    email
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +166,18 @@ mod tests {
         assert!(email.html.contains("&lt;script&gt;"));
         assert!(!email.html.contains("<script>"));
         assert!(email.text.contains("/sign-up/verify?token=t"));
+    }
+
+    #[test]
+    fn the_mention_link_names_the_proposal() {
+        let base = Url::parse("https://fleet.example.com/app/").expect("url");
+        let id = uuid::Uuid::nil();
+        assert_eq!(
+            proposal_link(&base, "acme", id),
+            format!(
+                "https://fleet.example.com/app/orgs/acme/proposals/{}",
+                platform::ids::format_id("prp", id)
+            )
+        );
     }
 }
