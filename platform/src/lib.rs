@@ -9,6 +9,7 @@ pub mod db;
 pub mod http_signature;
 pub mod ids;
 pub mod jobs;
+pub mod outbound;
 pub mod runtime;
 pub mod secrets;
 pub mod selector;

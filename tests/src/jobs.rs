@@ -34,7 +34,7 @@ const OUTSTANDING_SQLITE: &str = "SELECT count(*) FROM Jobs WHERE \
 impl TestApp {
     /// Every job row (of `queue`, or of all queues), oldest first.
     pub async fn job_rows(&self, queue: Option<&str>) -> Vec<JobRow> {
-        let rows = match &self.state.db.pool {
+        match &self.state.db.pool {
             Pool::Postgres(pool) => sqlx::query(
                 "SELECT id, job_type, status, job, attempts::bigint AS attempts FROM apalis.jobs \
                  WHERE $1::text IS NULL OR job_type = $1 ORDER BY id",
@@ -57,8 +57,7 @@ impl TestApp {
             .into_iter()
             .map(|row| job_row(&row))
             .collect(),
-        };
-        rows
+        }
     }
 
     /// How many jobs are queued, running or due for a retry within `horizon` from now.
