@@ -76,6 +76,8 @@ impl TestAppBuilder {
     }
 
     pub async fn start(self) -> TestApp {
+        // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
+        platform::outbound::install_crypto_provider();
         let database = TestDatabase::create().await;
         let smtp = SmtpSink::start().await;
         let raw = RawConfig {

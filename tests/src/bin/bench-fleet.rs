@@ -140,6 +140,8 @@ fn find_token(dir: &Path) -> Option<String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
+    platform::outbound::install_crypto_provider();
     let args = Args::parse();
     let bin_dir = match &args.bin_dir {
         Some(dir) => dir.clone(),

@@ -36,6 +36,8 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
+    platform::outbound::install_crypto_provider();
     let args = Args::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.server_threads)

@@ -136,6 +136,8 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
+    platform::outbound::install_crypto_provider();
     let args = Args::parse();
     profile::install();
     let runtime = tokio::runtime::Builder::new_multi_thread()

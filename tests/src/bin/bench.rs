@@ -285,6 +285,8 @@ struct OrphanArgs {
 }
 
 fn main() -> anyhow::Result<()> {
+    // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
+    platform::outbound::install_crypto_provider();
     let cli = Cli::parse();
     let _ = epoch();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();

@@ -470,6 +470,8 @@ async fn check_in(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
+    platform::outbound::install_crypto_provider();
     let args = Arc::new(Args::parse());
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
