@@ -271,20 +271,4 @@ impl TestApp {
         }
         platform::ids::format_id("hst", id)
     }
-
-    /// Polls `check` until it holds (background jobs), failing after `timeout`.
-    pub async fn eventually<F, Fut>(&self, timeout: Duration, mut check: F)
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = bool>,
-    {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !check().await {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "condition not met within {timeout:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 }

@@ -29,3 +29,21 @@ pub fn spawn_worker(
         .spawn()
         .expect("start the worker process")
 }
+
+/// Asks a spawned binary to shut down (SIGTERM: it finishes the work in flight) and waits for it
+/// to exit, so whatever it was doing has provably ended when this returns.
+pub async fn stop_gracefully(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        let sent = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "SIGTERM to process {pid}");
+    }
+    let exited = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait()).await;
+    assert!(
+        matches!(exited, Ok(Ok(_))),
+        "the process exited within a minute of SIGTERM"
+    );
+}

@@ -376,14 +376,15 @@ async fn an_inventory_is_evaluated_into_counts_and_a_silent_host_goes_offline() 
 
     let host_id = agent.host_id.clone().unwrap_or_default();
     let path = format!("/v1/orgs/acme/hosts/{host_id}");
-    app.eventually(std::time::Duration::from_secs(20), || async {
+    app.run_pending_jobs().await;
+    let settled = {
         let host = app
             .call(As::Session(&owner), Method::GET, &path, None)
             .await
             .json();
         host["updates"] == json!({"total": 2, "security": 1, "requiring_reboot": 1})
-    })
-    .await;
+    };
+    assert!(settled, "the queued work had its effect");
     let host = app
         .call(As::Session(&owner), Method::GET, &path, None)
         .await
@@ -410,14 +411,15 @@ async fn an_inventory_is_evaluated_into_counts_and_a_silent_host_goes_offline() 
         })
         .await
         .expect("queued");
-    app.eventually(std::time::Duration::from_secs(20), || async {
+    app.run_pending_jobs().await;
+    let settled = {
         let host = app
             .call(As::Session(&owner), Method::GET, &path, None)
             .await
             .json();
         host["status"] == "offline"
-    })
-    .await;
+    };
+    assert!(settled, "the queued work had its effect");
     let events = app
         .call(
             As::Session(&owner),
@@ -467,13 +469,14 @@ async fn an_inventory_is_evaluated_into_counts_and_a_silent_host_goes_offline() 
         .push(platform::jobs::RollupUsage { day })
         .await
         .expect("queued");
-    app.eventually(std::time::Duration::from_secs(20), || async {
+    app.run_pending_jobs().await;
+    let settled = {
         entities::usage_days::Entity::find()
             .all(&app.state.db.orm)
             .await
             .is_ok_and(|rows| rows.len() == 1 && rows[0].active_hosts == 1 && rows[0].day == day)
-    })
-    .await;
+    };
+    assert!(settled, "the queued work had its effect");
     app.stop().await;
 }
 

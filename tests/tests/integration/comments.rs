@@ -316,8 +316,8 @@ async fn mentions_resolve_to_members_by_address_or_name_and_email_them() {
         );
         assert!(text.contains("please check"), "quotes the comment: {text}");
     }
-    // Give any stray email time to arrive: the outsider and the author get none beyond sign-up.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every queued job has run: the outsider and the author got none beyond sign-up.
+    app.run_pending_jobs().await;
     let messages = app.smtp.messages().await;
     let to = |address: &str| {
         messages
@@ -500,7 +500,7 @@ async fn bad_bodies_are_refused_and_nothing_is_stored() {
     let comment = post(&app, &owner, &path, &longest).await;
     assert_eq!(comment["body"].as_str().map(str::len), Some(10_000));
     assert_eq!(list(&app, &owner, &path).await["total"], 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.run_pending_jobs().await;
     assert_eq!(
         app.smtp.messages().await.len(),
         before,

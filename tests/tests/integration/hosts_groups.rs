@@ -272,14 +272,15 @@ async fn label_groups_follow_label_changes_and_static_sets_leave_them_alone() {
     assert_eq!(created.status.as_u16(), 201, "{}", created.body);
     let group_id = created.json()["id"].as_str().unwrap_or_default().to_owned();
     let group_path = format!("/v1/orgs/acme/groups/{group_id}");
-    app.eventually(Duration::from_secs(20), || async {
+    app.run_pending_jobs().await;
+    let settled = {
         let g = app
             .call(As::Session(&owner), Method::GET, &group_path, None)
             .await
             .json();
         g["label_hosts"] == 1
-    })
-    .await;
+    };
+    assert!(settled, "the queued work had its effect");
     let listed = app
         .call(
             As::Session(&owner),
@@ -308,14 +309,15 @@ async fn label_groups_follow_label_changes_and_static_sets_leave_them_alone() {
         Some(json!({"labels": {"env": "dev", "tier": "web"}})),
     )
     .await;
-    app.eventually(Duration::from_secs(20), || async {
+    app.run_pending_jobs().await;
+    let settled = {
         let g = app
             .call(As::Session(&owner), Method::GET, &group_path, None)
             .await
             .json();
         g["label_hosts"] == 0
-    })
-    .await;
+    };
+    assert!(settled, "the queued work had its effect");
     // The host list filters by selector through the label index.
     let by_selector = app
         .call(

@@ -16,8 +16,6 @@ use tests::{
     agent::{Tamper, TestAgent},
 };
 
-const WAIT: Duration = Duration::from_secs(30);
-
 /// An update as an agent reports it.
 fn update(name: &str, from: &str, to: &str, advisories: Value) -> Value {
     json!({
@@ -136,19 +134,12 @@ impl<'a> Fleet<'a> {
     }
 
     /// Waits until the proposal list (newest first) satisfies `check`, and returns it.
+    /// The proposal list once every queued evaluation has run, checked by `check`.
     async fn until(&self, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let list = self.list("").await;
-            if check(&list) {
-                return list;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "proposals never settled: {list:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.app.run_pending_jobs().await;
+        let list = self.list("").await;
+        assert!(check(&list), "proposals not as expected: {list:#?}");
+        list
     }
 
     async fn detail(&self, id: &str) -> Value {
@@ -459,14 +450,11 @@ async fn new_updates_supersede_or_merge_and_a_proposal_with_nothing_left_closes(
         .await;
     assert_eq!(relabel.status.as_u16(), 200, "{}", relabel.body);
     let policy_filter = format!("?policy={}", text(&merging.json()["id"]));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while fleet.list(&policy_filter).await.is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the merging policy opened nothing"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    app.run_pending_jobs().await;
+    assert!(
+        !fleet.list(&policy_filter).await.is_empty(),
+        "the merging policy opened a proposal"
+    );
     fleet
         .report(
             &agent,
@@ -477,34 +465,25 @@ async fn new_updates_supersede_or_merge_and_a_proposal_with_nothing_left_closes(
             json!({}),
         )
         .await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let merged = fleet.list(&policy_filter).await;
-        if merged.len() == 1 && merged[0]["packages"] == 2 {
-            let p = fleet.detail(&text(&merged[0]["id"])).await;
-            let tos: Vec<String> = p["changes"]
-                .as_array()
-                .map(|c| c.iter().map(|c| text(&c["to_version"])).collect())
-                .unwrap_or_default();
-            assert_eq!(
-                tos,
-                vec!["2.43-2", "9.1-3"],
-                "absorbed, with the newest versions"
-            );
-            assert_eq!(p["auto_merge"], true);
-            break;
-        }
-        assert_eq!(
-            merged.len(),
-            1,
-            "auto-merge never opens a second proposal: {merged:#?}"
-        );
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never absorbed: {merged:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    app.run_pending_jobs().await;
+    let merged = fleet.list(&policy_filter).await;
+    assert_eq!(
+        merged.len(),
+        1,
+        "auto-merge never opens a second proposal: {merged:#?}"
+    );
+    assert_eq!(merged[0]["packages"], 2, "absorbed: {merged:#?}");
+    let p = fleet.detail(&text(&merged[0]["id"])).await;
+    let tos: Vec<String> = p["changes"]
+        .as_array()
+        .map(|c| c.iter().map(|c| text(&c["to_version"])).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        tos,
+        vec!["2.43-2", "9.1-3"],
+        "absorbed, with the newest versions"
+    );
+    assert_eq!(p["auto_merge"], true);
     app.stop().await;
 }
 
@@ -827,7 +806,7 @@ async fn approving_while_the_window_is_shut_schedules_for_its_opening() {
     let scheduler = scheduler::Scheduler::new(app.state.db.clone(), Arc::new(app.clock.clone()));
     app.clock.advance(chrono::Duration::days(4)); // Friday: still shut.
     scheduler.tick(app.clock_now()).await.expect("tick");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.run_pending_jobs().await;
     assert_eq!(fleet.detail(&id).await["status"], "scheduled");
     app.clock.advance(chrono::Duration::hours(16)); // Saturday 01:00 UTC: open.
     scheduler.tick(app.clock_now()).await.expect("tick");
@@ -1162,7 +1141,7 @@ async fn a_policy_change_bumps_its_version_and_open_proposals_keep_theirs() {
     assert_eq!(replaced.status.as_u16(), 200, "{}", replaced.body);
     assert_eq!(replaced.json()["version"], 2);
     assert_eq!(replaced.json()["required_approvals"], 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.run_pending_jobs().await;
     let p = fleet.detail(&id).await;
     assert_eq!(
         p["policy"],

@@ -7,7 +7,10 @@ use platform::{
     db::Database,
     jobs::{Queue, SendEmail},
 };
-use tests::{SmtpSink, TestDatabase, processes::spawn_worker};
+use tests::{
+    SmtpSink, TestDatabase,
+    processes::{spawn_worker, stop_gracefully},
+};
 
 /// The worker program, as a separate process.
 const WORKER: &str = env!("CARGO_BIN_EXE_fleet-worker");
@@ -71,8 +74,9 @@ async fn two_workers_run_each_of_a_thousand_jobs_exactly_once() {
     let mut first = spawn_worker(WORKER, database.url(), &sink.url(), 16);
     let mut second = spawn_worker(WORKER, database.url(), &sink.url(), 16);
     sink.wait_for(1000, Duration::from_secs(240)).await;
-    // Give a duplicate, if any, the time to show up.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Both workers finish what they hold and exit: a duplicate, if any, has been sent by now.
+    stop_gracefully(&mut first).await;
+    stop_gracefully(&mut second).await;
 
     let received = sink.messages().await;
     let mut per_id: HashMap<String, usize> = HashMap::new();
@@ -91,10 +95,6 @@ async fn two_workers_run_each_of_a_thousand_jobs_exactly_once() {
         );
     }
 
-    first.start_kill().expect("stop");
-    second.start_kill().expect("stop");
-    let _ = first.wait().await;
-    let _ = second.wait().await;
     db.close().await;
 }
 
@@ -120,6 +120,8 @@ async fn a_job_of_a_killed_worker_runs_again_on_another_worker() {
         .wait_for_message_to("member-7@fleet.test", Duration::from_secs(60))
         .await;
     let waited = killed_at.elapsed();
+    // The survivor finishes what it holds and exits before the deliveries are counted.
+    stop_gracefully(&mut survivor).await;
     assert!(
         delivered
             .header("Message-ID")
@@ -132,7 +134,5 @@ async fn a_job_of_a_killed_worker_runs_again_on_another_worker() {
     );
     eprintln!("the killed worker's job ran again after {waited:?}");
 
-    survivor.start_kill().expect("stop");
-    let _ = survivor.wait().await;
     db.close().await;
 }
