@@ -1,7 +1,7 @@
 //! Host edits and group membership: every error cause of the host PATCH and group hosts
 //! operations, labels replaced whole, and label groups kept current by evaluation.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::collections::BTreeMap;
 
 use api::roles::Role;
 use reqwest::Method;

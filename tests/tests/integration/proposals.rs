@@ -3,7 +3,7 @@
 //! decisions with every refusal of the state table, windows on a clock the test controls, and
 //! concurrent approvals.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use api::roles::Role;
 use chrono::{DateTime, TimeZone, Utc};
