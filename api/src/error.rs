@@ -348,7 +348,7 @@ error_status!(
 error_status!(
     Forbidden,
     403,
-    "`forbidden`: the caller's role lacks the right, or a session-authenticated mutation lacks the `X-Service-Csrf` header; `plan-required` or `sso-required` where the operation says so."
+    "`forbidden`: the caller's role lacks the right, a session-authenticated mutation lacks the `X-Service-Csrf` header, or an API token calls an operation that needs a person; `plan-required` or `sso-required` where the operation says so."
 );
 error_status!(
     NotFound,

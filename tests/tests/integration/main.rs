@@ -10,6 +10,7 @@ mod foundation;
 mod hosts_groups;
 mod members;
 mod openapi;
+mod people_only;
 mod proposals;
 mod queue;
 mod rate_limits;
