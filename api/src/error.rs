@@ -375,8 +375,7 @@ error_status!(
 pub struct TooManyRequests;
 impl ErrorStatus for TooManyRequests {
     const STATUS: u16 = 429;
-    const DESCRIPTION: &'static str =
-        "`rate-limited`: over the organization's request limit. `Retry-After` says when to retry.";
+    const DESCRIPTION: &'static str = "`rate-limited`: over the caller's share of the organization's request limit, the organization's limit, or a per-address limit. `Retry-After` says when to retry.";
     fn headers() -> Vec<MetaHeader> {
         vec![
             MetaHeader {

@@ -3,6 +3,7 @@
 mod access_walk;
 mod agents;
 mod auth;
+mod client_address;
 mod comments;
 mod email_links;
 mod enrollment_tokens;

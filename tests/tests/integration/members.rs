@@ -289,7 +289,10 @@ async fn an_invitation_is_refused_once_its_inviter_may_no_longer_invite() {
             .post_json("/v1/invitations/accept", json!({"token": token}))
             .await;
         accepted.assert_problem(409, "invalid-state");
-        assert!(accepted.header("set-cookie").is_none(), "nobody is signed in");
+        assert!(
+            accepted.header("set-cookie").is_none(),
+            "nobody is signed in"
+        );
     }
     let listed = app
         .call(

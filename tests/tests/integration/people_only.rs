@@ -52,7 +52,12 @@ async fn an_owner_api_token_can_neither_mint_tokens_nor_touch_invitations_nor_ch
 
     // Reading members stays open to tokens; it finds the operator's id.
     let members = app
-        .call(As::Bearer(&token), Method::GET, "/v1/orgs/acme/members", None)
+        .call(
+            As::Bearer(&token),
+            Method::GET,
+            "/v1/orgs/acme/members",
+            None,
+        )
         .await;
     assert_eq!(members.status.as_u16(), 200, "{}", members.body);
     let operator_id = members.json()["items"]
@@ -86,7 +91,12 @@ async fn an_owner_api_token_can_neither_mint_tokens_nor_touch_invitations_nor_ch
 
     // Nothing was changed by the attempts.
     let tokens = app
-        .call(As::Bearer(&token), Method::GET, "/v1/orgs/acme/api-tokens", None)
+        .call(
+            As::Bearer(&token),
+            Method::GET,
+            "/v1/orgs/acme/api-tokens",
+            None,
+        )
         .await;
     assert_eq!(tokens.status.as_u16(), 200, "listing tokens stays open");
     assert_eq!(tokens.json()["items"].as_array().map(Vec::len), Some(1));
@@ -107,7 +117,12 @@ async fn an_owner_api_token_can_neither_mint_tokens_nor_touch_invitations_nor_ch
         .collect();
     assert_eq!(statuses, [("guest@acme.test", "pending")]);
     let members = app
-        .call(As::Session(&owner), Method::GET, "/v1/orgs/acme/members", None)
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/members",
+            None,
+        )
         .await
         .json();
     let operator = members["items"]
