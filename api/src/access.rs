@@ -8,8 +8,9 @@
 //!
 //! Order of checks, each with its answer (decisions §1): credentials (401 `unauthenticated`),
 //! CSRF header on a session mutation (403 `forbidden`), membership of the organization — a
-//! missing organization and somebody else's give the same 404 `not-found` — then the
-//! organization's rate limit (429 `rate-limited`), then the role and the API-token rule
+//! missing organization and somebody else's give the same 404 `not-found` — then the caller's
+//! share of the organization's rate limit and the organization's limit itself (429
+//! `rate-limited`), then the API-token rule (operations that need a person) and the role
 //! (403 `forbidden`).
 
 use std::marker::PhantomData;
@@ -52,8 +53,9 @@ const TOUCH_EVERY: Duration = Duration::seconds(60);
 pub struct SessionCookie(#[allow(dead_code)] ApiKey);
 
 /// API token: `Authorization: Bearer sat_…`, created by an admin of the organization, with a
-/// role no higher than its creator's. Needs no CSRF header. Refused for billing, SSO, SCIM and
-/// API-token revocation.
+/// role no higher than its creator's. Needs no CSRF header. Refused (403 `forbidden`) wherever a
+/// person is needed: billing, SSO, the SCIM token, creating or revoking API tokens, every
+/// invitation operation and changing or removing members.
 #[derive(SecurityScheme)]
 #[oai(ty = "bearer", bearer_format = "sat_…")]
 pub struct ApiToken(#[allow(dead_code)] Bearer);
@@ -109,18 +111,8 @@ impl Caller {
     }
 }
 
-/// The client's address: the first hop of `X-Forwarded-For` when present, else the peer.
-pub fn client_ip(req: &Request) -> Option<String> {
-    if let Some(forwarded) = req.header("x-forwarded-for")
-        && let Some(first) = forwarded.split(',').next()
-        && let Ok(ip) = first.trim().parse::<std::net::IpAddr>()
-    {
-        return Some(ip.to_string());
-    }
-    req.remote_addr()
-        .as_socket_addr()
-        .map(|addr| addr.ip().to_string())
-}
+/// The client's address, as the audit log records it (see [`crate::client_address`]).
+pub use crate::client_address::client_ip;
 
 fn cookie_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
     req.headers()
@@ -342,32 +334,72 @@ async fn membership(
     }
 }
 
-/// Takes one request from the organization's limit, adding the `RateLimit-*` headers.
-async fn limit_org(req: &Request, state: &AppState, org_id: Uuid) -> Result<(), ApiError> {
-    let limit = Limit {
-        burst: state.config.rate_limit_burst,
-        per_second: state.config.rate_limit_per_second,
-    };
-    let decision = rate_limit::take(
-        &state.db,
-        &format!("org:{org_id}"),
-        limit,
-        state.clock.now(),
-    )
-    .await?;
+/// The bucket of one caller in one organization: a person (all their sessions) or one API
+/// token.
+fn caller_bucket(org_id: Uuid, caller: &Caller) -> String {
+    match &caller.via {
+        Via::ApiToken { token_id, .. } => format!("caller:{org_id}:atk:{token_id}"),
+        Via::Session { .. } => format!("caller:{org_id}:usr:{}", caller.account.id),
+    }
+}
+
+fn rate_limit_headers(req: &Request, decision: &rate_limit::Decision) {
     if let Some(extra) = req.extensions().get::<ExtraHeaders>() {
         extra.push("ratelimit-limit", HeaderValue::from(decision.limit));
         extra.push("ratelimit-remaining", HeaderValue::from(decision.remaining));
         extra.push("ratelimit-reset", HeaderValue::from(decision.reset_s));
     }
-    if decision.allowed {
-        Ok(())
-    } else {
-        Err(ApiError::RateLimited {
-            retry_after_s: decision.retry_after_s,
-            limit: decision.limit,
-        })
+}
+
+fn refused(decision: &rate_limit::Decision) -> ApiError {
+    ApiError::RateLimited {
+        retry_after_s: decision.retry_after_s,
+        limit: decision.limit,
     }
+}
+
+/// Takes one request from the caller's share, then from the organization's limit, adding the
+/// `RateLimit-*` headers of whichever of the two is nearer to running out.
+///
+/// The share (half the organization's burst and rate, [`Limit::share`]) keeps one member or
+/// one API token from spending the whole organization's limit; a request refused by the share
+/// takes nothing from the organization.
+async fn limit_org(
+    req: &Request,
+    state: &AppState,
+    org_id: Uuid,
+    caller: &Caller,
+) -> Result<(), ApiError> {
+    let limit = Limit {
+        burst: state.config.rate_limit_burst,
+        per_second: state.config.rate_limit_per_second,
+    };
+    let now = state.clock.now();
+    let own = rate_limit::take(
+        &state.db,
+        &caller_bucket(org_id, caller),
+        limit.share(),
+        now,
+    )
+    .await?;
+    if !own.allowed {
+        rate_limit_headers(req, &own);
+        return Err(refused(&own));
+    }
+    let org = rate_limit::take(&state.db, &format!("org:{org_id}"), limit, now).await?;
+    if !org.allowed {
+        rate_limit_headers(req, &org);
+        return Err(refused(&org));
+    }
+    rate_limit_headers(
+        req,
+        if org.remaining < own.remaining {
+            &org
+        } else {
+            &own
+        },
+    );
+    Ok(())
 }
 
 impl<R: Requirement> OrgAccess<R> {
@@ -375,10 +407,10 @@ impl<R: Requirement> OrgAccess<R> {
         let caller = authenticate(req).await?;
         let state = state(req)?;
         let (org, role) = membership(state, &caller, slug).await?;
-        limit_org(req, state, org.id).await?;
+        limit_org(req, state, org.id, &caller).await?;
         if !R::API_TOKENS && caller.api_token_id().is_some() {
             return Err(ApiError::forbidden(
-                "API tokens cannot be used for this operation; sign in.",
+                "This operation needs a person: sign in. API tokens cannot be used for it.",
             ));
         }
         if !role.allows(R::RIGHT) {

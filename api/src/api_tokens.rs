@@ -1,5 +1,7 @@
 //! API tokens (`atk_` records, `sat_…` values): created by an admin with a role no higher than
-//! their own, shown once, stored as a hash, revocable — but never by means of an API token.
+//! their own, shown once, stored as a hash, revocable. Creating and revoking need a person: an
+//! API token can neither mint another (a leaked short-lived one would make itself permanent)
+//! nor revoke one.
 
 use chrono::{DateTime, Utc};
 use entities::api_tokens;
@@ -88,6 +90,8 @@ pub struct ApiTokensApi;
 impl ApiTokensApi {
     /// Create an API token. Its role may be no higher than the caller's (403 `forbidden`); the
     /// value is shown once.
+    ///
+    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/api-tokens",
         method = "post",
@@ -95,7 +99,7 @@ impl ApiTokensApi {
     )]
     async fn create(
         &self,
-        org: org::Path<Administer>,
+        org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         body: Json<NewApiToken>,
     ) -> Result<
@@ -187,8 +191,10 @@ impl ApiTokensApi {
         )))
     }
 
-    /// Revoke an API token: refused from the next request on. Not with an API token (403
-    /// `forbidden`); an already revoked token is 404 `not-found`.
+    /// Revoke an API token: refused from the next request on. An already revoked token is 404
+    /// `not-found`.
+    ///
+    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/api-tokens/:api_token_id",
         method = "delete",

@@ -16,6 +16,7 @@ use crate::{
     AppState,
     access::{self, SESSION_COOKIE, SESSION_LIFETIME, Signed},
     audit::Entry,
+    client_address,
     error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
@@ -180,15 +181,17 @@ pub async fn sso_required<C: ConnectionTrait>(db: &C, account_id: Uuid) -> Resul
     Ok(enforced.is_some())
 }
 
-/// Applies the per-IP limit of the unauthenticated operations, and the per-address one.
+/// Applies the per-client-address limit of the unauthenticated operations (the address of
+/// [`client_address`]: `X-Forwarded-For` counts only from a trusted proxy), and the
+/// per-email-address one.
 pub async fn limit_anonymous(
     state: &AppState,
     req: &Request,
     address: Option<&Email>,
 ) -> Result<(), ApiError> {
     let now = state.clock.now();
-    let ip = access::client_ip(req).unwrap_or_else(|| "unknown".into());
-    let mut keys = vec![(format!("auth-ip:{ip}"), PER_IP)];
+    let client = client_address::limit_key(req);
+    let mut keys = vec![(format!("auth-ip:{client}"), PER_IP)];
     if let Some(address) = address {
         let hashed = platform::secrets::hash(address.as_str());
         let hex: String = hashed.iter().take(16).map(|b| format!("{b:02x}")).collect();

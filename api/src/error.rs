@@ -348,7 +348,7 @@ error_status!(
 error_status!(
     Forbidden,
     403,
-    "`forbidden`: the caller's role lacks the right, or a session-authenticated mutation lacks the `X-Service-Csrf` header; `plan-required` or `sso-required` where the operation says so."
+    "`forbidden`: the caller's role lacks the right, a session-authenticated mutation lacks the `X-Service-Csrf` header, or an API token calls an operation that needs a person; `plan-required` or `sso-required` where the operation says so."
 );
 error_status!(
     NotFound,
@@ -375,8 +375,7 @@ error_status!(
 pub struct TooManyRequests;
 impl ErrorStatus for TooManyRequests {
     const STATUS: u16 = 429;
-    const DESCRIPTION: &'static str =
-        "`rate-limited`: over the organization's request limit. `Retry-After` says when to retry.";
+    const DESCRIPTION: &'static str = "`rate-limited`: over the caller's share of the organization's request limit, the organization's limit, or a per-address limit. `Retry-After` says when to retry.";
     fn headers() -> Vec<MetaHeader> {
         vec![
             MetaHeader {

@@ -1,6 +1,7 @@
 //! Invitations: an admin invites an address with a role (never owner); the emailed token,
 //! accepted without a session, creates the account if needed, adds the membership and signs
-//! the person in.
+//! the person in. Creating, listing and revoking need a person (never an API token), and an
+//! invitation holds only while its inviter may still invite that role.
 
 use chrono::{DateTime, Duration, Utc};
 use entities::{accounts, invitations, memberships, organizations};
@@ -12,8 +13,8 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, sea_query::Expr,
 };
 
 use crate::{
@@ -22,11 +23,13 @@ use crate::{
     audit::Entry,
     auth::{SignedIn, VerifyRequest, limit_anonymous, sso_required, start_session},
     error::{
-        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
+        Unauthorized,
     },
     input::{self, Email},
+    members::lock_org,
     paging::{Cursor, Page, page_limit},
-    roles::{Administer, Role},
+    roles::{AdministerInPerson, Right, Role},
     tags::Tag,
     text::Text,
 };
@@ -92,6 +95,30 @@ fn invitation(row: invitations::Model, now: DateTime<Utc>) -> Invitation {
     }
 }
 
+/// An invitation holds only while whoever sent it is still a member whose role may invite
+/// that role (decisions §4: admins and owners; never above their own role).
+async fn inviter_may_still_invite(
+    txn: &DatabaseTransaction,
+    invitation: &invitations::Model,
+) -> Result<(), ApiError> {
+    let invited: Role = invitation
+        .role
+        .parse()
+        .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
+    let inviter = memberships::Entity::find_by_id((invitation.org_id, invitation.invited_by))
+        .one(txn)
+        .await?
+        .and_then(|m| m.role.parse::<Role>().ok());
+    match inviter {
+        Some(role) if role.allows(Right::Administer) && role.at_least(invited) => Ok(()),
+        _ => Err(ApiError::state(
+            StateRefusal::InvalidState,
+            "Whoever sent this invitation can no longer invite to this organization; ask one of \
+             its admins for a new invitation.",
+        )),
+    }
+}
+
 pub struct InvitationsApi;
 
 #[OpenApi(tag = "Tag::Invitations")]
@@ -99,6 +126,8 @@ impl InvitationsApi {
     /// Invite an address with a role (admin, operator or viewer; never owner). The email links
     /// to `{SERVICE_BASE_URL}/invitations/accept?token=…`, valid 7 days. An address that is
     /// already a member is a 409 `conflict`.
+    ///
+    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/invitations",
         method = "post",
@@ -106,7 +135,7 @@ impl InvitationsApi {
     )]
     async fn create(
         &self,
-        org: org::Path<Administer>,
+        org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         body: Json<NewInvitation>,
     ) -> Result<
@@ -176,6 +205,8 @@ impl InvitationsApi {
     }
 
     /// The organization's invitations, newest first.
+    ///
+    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/invitations",
         method = "get",
@@ -183,7 +214,7 @@ impl InvitationsApi {
     )]
     async fn list(
         &self,
-        org: org::Path<Administer>,
+        org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// At most this many (default 50, at most 500).
         limit: Query<Option<u32>>,
@@ -219,6 +250,8 @@ impl InvitationsApi {
 
     /// Revoke an invitation: its link stops working. An invitation already accepted or revoked,
     /// or of another organization, is 404 `not-found`.
+    ///
+    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/invitations/:invitation_id",
         method = "delete",
@@ -226,7 +259,7 @@ impl InvitationsApi {
     )]
     async fn revoke(
         &self,
-        org: org::Path<Administer>,
+        org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// The invitation's id (`inv_`).
         invitation_id: Path<String>,
@@ -259,6 +292,10 @@ impl InvitationsApi {
     /// membership is added, and the answer signs the person in like the verify operations. An
     /// unknown, used, revoked or expired token gets one answer, 404 `invalid-token`; an
     /// organization that enforces single sign-on 403 `sso-required`.
+    ///
+    /// An invitation carries its inviter's authority: when the inviter is no longer a member,
+    /// or no longer has a role that may invite that role, it is refused with 409
+    /// `invalid-state` (ask an admin for a new one).
     #[oai(
         path = "/v1/invitations/accept",
         method = "post",
@@ -270,7 +307,8 @@ impl InvitationsApi {
         state: poem::web::Data<&AppState>,
         req: &Request,
         body: Json<VerifyRequest>,
-    ) -> Result<SignedIn, Errors<(BadRequest, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<SignedIn, Errors<(BadRequest, Forbidden, NotFound, Conflict, TooManyRequests)>>
+    {
         limit_anonymous(&state, req, None).await?;
         let token = body.token.trim();
         if !platform::secrets::well_formed("", token) {
@@ -299,6 +337,10 @@ impl InvitationsApi {
             .one(&txn)
             .await?
             .ok_or(ApiError::InvalidToken)?;
+        // Serializes with role changes and removals, so the inviter checked is the one that
+        // stands when the membership is added.
+        lock_org(&state, &txn, org.id).await?;
+        inviter_may_still_invite(&txn, &row).await?;
         if org.sso_enforced {
             return Err(ApiError::SsoRequired.into());
         }

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod api_tokens;
 pub mod audit;
 pub mod auth;
+pub mod client_address;
 pub mod comments;
 pub mod enrollment_tokens;
 pub mod error;

@@ -1,5 +1,6 @@
 //! Members of an organization: list, change a role, remove. Only an owner may make or unmake
-//! an owner, and the last owner can be neither removed nor demoted.
+//! an owner, and the last owner can be neither removed nor demoted. Changing and removing
+//! members need a person, never an API token.
 
 use chrono::{DateTime, Utc};
 use entities::{accounts, api_tokens, memberships, organizations};
@@ -24,7 +25,7 @@ use crate::{
     },
     input,
     paging::{Cursor, Page, page_limit},
-    roles::{Administer, Role},
+    roles::{Administer, AdministerInPerson, Role},
     tags::Tag,
     text::Text,
 };
@@ -155,6 +156,8 @@ impl MembersApi {
 
     /// Change a member's role. Only an owner may grant owner or change an owner's role; the last
     /// owner cannot be demoted (409 `invalid-state`).
+    ///
+    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/members/:member_id",
         method = "patch",
@@ -162,7 +165,7 @@ impl MembersApi {
     )]
     async fn update(
         &self,
-        org: org::Path<Administer>,
+        org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// The member's account id (`usr_`).
         member_id: Path<String>,
@@ -211,6 +214,8 @@ impl MembersApi {
 
     /// Remove a member (or leave, for oneself). Only an owner may remove an owner; the last owner
     /// cannot be removed (409 `invalid-state`). Their API tokens here are revoked.
+    ///
+    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/members/:member_id",
         method = "delete",
@@ -218,7 +223,7 @@ impl MembersApi {
     )]
     async fn remove(
         &self,
-        org: org::Path<Administer>,
+        org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// The member's account id (`usr_`).
         member_id: Path<String>,

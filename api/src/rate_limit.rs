@@ -4,6 +4,9 @@
 //!
 //! State per key is one number, the theoretical arrival time (TAT) in milliseconds. A request
 //! at `now` is allowed when `max(TAT, now) + T - now <= burst * T`, with `T = 1 / rate`.
+//! A row whose TAT has passed describes a full bucket, exactly as no row does: the worker's
+//! hourly housekeeping deletes rows idle for over an hour, so the table holds only the
+//! callers of the last hour.
 
 use chrono::{DateTime, Utc};
 use platform::db::{Database, Pool};
@@ -15,6 +18,15 @@ pub struct Limit {
 }
 
 impl Limit {
+    /// One caller's share of an organization's limit: half its burst (rounded up) and half
+    /// its rate, so that one caller alone can never spend it all.
+    pub fn share(self) -> Limit {
+        Limit {
+            burst: self.burst.div_ceil(2).max(1),
+            per_second: self.per_second / 2.0,
+        }
+    }
+
     fn interval_ms(self) -> i64 {
         ((1000.0 / self.per_second).round() as i64).max(1)
     }

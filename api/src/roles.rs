@@ -99,7 +99,9 @@ impl Right {
 }
 
 /// What an organization-scoped operation requires: a right, and whether API tokens may call it
-/// (decisions §3: never billing, SSO, SCIM token or API-token revocation).
+/// (decisions §3: never billing, SSO, the SCIM token, creating or revoking API tokens,
+/// invitations or member changes — those need a person, so that a leaked token can neither
+/// mint a lasting one nor bring somebody in).
 pub trait Requirement: Send + Sync + 'static {
     const RIGHT: Right;
     const API_TOKENS: bool = true;
@@ -145,9 +147,10 @@ requirement!(
     "The organization's slug. Requires role `admin` or above."
 );
 requirement!(
-    /// SSO, SCIM and API-token revocation: admin and above, never with an API token.
+    /// SSO, SCIM, creating and revoking API tokens, invitations and member changes: admin and
+    /// above, in person (a session); never with an API token.
     AdministerInPerson, Right::Administer, false,
-    "The organization's slug. Requires role `admin` or above. API tokens are refused."
+    "The organization's slug. Requires role `admin` or above. API tokens are refused: a person must be signed in."
 );
 requirement!(
     /// Billing: the owner only, never with an API token.

@@ -52,6 +52,9 @@ pub struct RawConfig {
     /// Sustained requests per second per organization.
     #[arg(long, env = "RATE_LIMIT_PER_SECOND")]
     pub rate_limit_per_second: Option<String>,
+    /// CIDRs of the reverse proxies whose `X-Forwarded-For` is believed (comma-separated).
+    #[arg(long, env = "TRUSTED_PROXIES")]
+    pub trusted_proxies: Option<String>,
     /// `json` for JSON log lines; anything else is human-readable text.
     #[arg(long, env = "LOG_FORMAT")]
     pub log_format: Option<String>,
@@ -114,6 +117,8 @@ pub struct Config {
     pub agent_manifest_url: Option<Url>,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: f64,
+    /// The reverse proxies in front of the api: only from these is `X-Forwarded-For` read.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub log_json: bool,
 }
 
@@ -127,6 +132,25 @@ fn parse_url(variable: &'static str, value: &str) -> Result<Url, ConfigError> {
         return Err(bad(variable, "must be an http:// or https:// address"));
     }
     Ok(url)
+}
+
+/// A list of networks separated by commas or spaces; a bare address is a network of one.
+fn parse_networks(variable: &'static str, value: &str) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            item.parse::<ipnet::IpNet>()
+                .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map(|net| net.trunc())
+                .map_err(|_| {
+                    bad(
+                        variable,
+                        format!("expected CIDRs such as 10.0.0.0/8, fd00::/8, got {item:?}"),
+                    )
+                })
+        })
+        .collect()
 }
 
 fn parse_bool(variable: &'static str, value: &str) -> Result<bool, ConfigError> {
@@ -252,6 +276,11 @@ impl RawConfig {
             None => 20.0,
         };
 
+        let trusted_proxies = match non_empty(self.trusted_proxies) {
+            Some(v) => parse_networks("TRUSTED_PROXIES", &v)?,
+            None => Vec::new(),
+        };
+
         let log_json = match non_empty(self.log_format) {
             Some(v) => match v.trim() {
                 "json" => true,
@@ -281,6 +310,7 @@ impl RawConfig {
             agent_manifest_url,
             rate_limit_burst,
             rate_limit_per_second,
+            trusted_proxies,
             log_json,
         })
     }
@@ -327,6 +357,31 @@ mod tests {
             err.to_string()
                 .starts_with("configuration error: RATE_LIMIT_BURST:")
         );
+    }
+
+    #[test]
+    fn trusted_proxies_are_networks_and_a_bad_one_stops_the_binary() {
+        assert!(Config::defaults().trusted_proxies.is_empty());
+        let raw = RawConfig {
+            trusted_proxies: Some("10.0.0.0/8, 192.168.1.7 fd00::/8".into()),
+            ..RawConfig::default()
+        };
+        let nets: Vec<String> = raw
+            .validate()
+            .expect("valid")
+            .trusted_proxies
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(nets, ["10.0.0.0/8", "192.168.1.7/32", "fd00::/8"]);
+        for wrong in ["10.0.0.0/33", "proxy.internal", "10.0.0.0/8,,nope"] {
+            let raw = RawConfig {
+                trusted_proxies: Some(wrong.into()),
+                ..RawConfig::default()
+            };
+            let err = raw.validate().expect_err(wrong);
+            assert_eq!(err.variable, "TRUSTED_PROXIES", "{wrong}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod database;
 pub mod identity;
 pub mod jobs;
+pub mod limits;
 pub mod processes;
 pub mod receiver;
 pub mod smtp_sink;
@@ -45,11 +46,17 @@ pub struct TestApp {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// The organization limit of a test that does not choose one: each caller's share (half) is
+/// still far beyond what a test sends, while the clock stands still.
+const DEFAULT_BURST: u32 = 100_000;
+const DEFAULT_PER_SECOND: f64 = 1_000.0;
+
 /// How a test wants its app.
 pub struct TestAppBuilder {
     worker: bool,
     rate_limit_burst: Option<u32>,
     rate_limit_per_second: Option<f64>,
+    trusted_proxies: Option<String>,
 }
 
 impl Default for TestAppBuilder {
@@ -58,6 +65,7 @@ impl Default for TestAppBuilder {
             worker: true,
             rate_limit_burst: None,
             rate_limit_per_second: None,
+            trusted_proxies: None,
         }
     }
 }
@@ -69,9 +77,18 @@ impl TestAppBuilder {
         self
     }
 
+    /// The organization's limit (`RATE_LIMIT_BURST`, `RATE_LIMIT_PER_SECOND`). Without it a
+    /// test gets a limit no ordinary test reaches, so that only rate-limit tests meet it.
     pub fn rate_limit(mut self, burst: u32, per_second: f64) -> Self {
         self.rate_limit_burst = Some(burst);
         self.rate_limit_per_second = Some(per_second);
+        self
+    }
+
+    /// `TRUSTED_PROXIES`: the networks whose `X-Forwarded-For` the api believes. Tests connect
+    /// from 127.0.0.1, so `"127.0.0.1/32"` makes the test client a trusted proxy.
+    pub fn trusted_proxies(mut self, cidrs: &str) -> Self {
+        self.trusted_proxies = Some(cidrs.to_owned());
         self
     }
 
@@ -87,8 +104,13 @@ impl TestAppBuilder {
             embedded_workers: Some("false".into()),
             smtp_url: Some(smtp.url()),
             email_from: Some("Fleet Test <no-reply@fleet.test>".into()),
-            rate_limit_burst: self.rate_limit_burst.map(|b| b.to_string()),
-            rate_limit_per_second: self.rate_limit_per_second.map(|r| r.to_string()),
+            rate_limit_burst: Some(self.rate_limit_burst.unwrap_or(DEFAULT_BURST).to_string()),
+            rate_limit_per_second: Some(
+                self.rate_limit_per_second
+                    .unwrap_or(DEFAULT_PER_SECOND)
+                    .to_string(),
+            ),
+            trusted_proxies: self.trusted_proxies,
             ..RawConfig::default()
         };
         let config: Arc<Config> = Arc::new(raw.validate().expect("test configuration"));

@@ -177,6 +177,8 @@ async fn main() -> anyhow::Result<()> {
         ("SERVICE_BASE_URL", base.clone()),
         ("RATE_LIMIT_BURST", "1000000".to_owned()),
         ("RATE_LIMIT_PER_SECOND", "1000000".to_owned()),
+        // fleet-sim --distinct-ips speaks for many hosts as a proxy on loopback would.
+        ("TRUSTED_PROXIES", "127.0.0.1/32".to_owned()),
         (
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),

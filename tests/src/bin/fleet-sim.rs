@@ -99,7 +99,9 @@ struct Args {
     role_labels: bool,
     /// Each host enrols with an `X-Forwarded-For` address of its own (10.x.y.z), as a fleet
     /// not behind one NAT does; otherwise all enrolments share this machine's address and its
-    /// per-address limit (burst 1,000, then 50/s; refused enrolments are retried).
+    /// per-address limit (burst 1,000, then 50/s; refused enrolments are retried). The api
+    /// believes the header only from a trusted proxy: start it with
+    /// `TRUSTED_PROXIES=127.0.0.1/32` (bench-fleet does).
     #[arg(long)]
     distinct_ips: bool,
     /// In phases, account CPU time to processes: LABEL=PID, or LABEL=~TEXT for every process

@@ -3,6 +3,7 @@
 mod access_walk;
 mod agents;
 mod auth;
+mod client_address;
 mod comments;
 mod email_links;
 mod enrollment_tokens;
@@ -10,6 +11,7 @@ mod foundation;
 mod hosts_groups;
 mod members;
 mod openapi;
+mod people_only;
 mod proposals;
 mod queue;
 mod rate_limits;

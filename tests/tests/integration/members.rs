@@ -239,6 +239,89 @@ async fn a_revoked_invitation_cannot_be_accepted_or_revoked_again() {
 }
 
 #[tokio::test]
+async fn an_invitation_is_refused_once_its_inviter_may_no_longer_invite() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let leaving = app.member("acme", Role::Admin, "leaving@acme.test").await;
+    let demoted = app.member("acme", Role::Admin, "demoted@acme.test").await;
+    for (inviter, email, role) in [
+        (&leaving, "a@acme.test", "viewer"),
+        (&demoted, "b@acme.test", "admin"),
+        (&owner, "c@acme.test", "admin"),
+    ] {
+        let invited = app
+            .call(
+                As::Session(inviter),
+                Method::POST,
+                "/v1/orgs/acme/invitations",
+                Some(json!({"email": email, "role": role})),
+            )
+            .await;
+        assert_eq!(invited.status.as_u16(), 201, "{}", invited.body);
+    }
+    let from_leaving = app.emailed_token("a@acme.test").await;
+    let from_demoted = app.emailed_token("b@acme.test").await;
+    let from_owner = app.emailed_token("c@acme.test").await;
+
+    let leaving_id = member_id(&app, &owner, "leaving@acme.test").await;
+    let demoted_id = member_id(&app, &owner, "demoted@acme.test").await;
+    let removed = app
+        .call(
+            As::Session(&owner),
+            Method::DELETE,
+            &format!("/v1/orgs/acme/members/{leaving_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(removed.status.as_u16(), 204, "{}", removed.body);
+    let changed = app
+        .call(
+            As::Session(&owner),
+            Method::PATCH,
+            &format!("/v1/orgs/acme/members/{demoted_id}"),
+            Some(json!({"role": "operator"})),
+        )
+        .await;
+    assert_eq!(changed.status.as_u16(), 200, "{}", changed.body);
+
+    for token in [&from_leaving, &from_demoted] {
+        let accepted = app
+            .post_json("/v1/invitations/accept", json!({"token": token}))
+            .await;
+        accepted.assert_problem(409, "invalid-state");
+        assert!(
+            accepted.header("set-cookie").is_none(),
+            "nobody is signed in"
+        );
+    }
+    let listed = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/members",
+            None,
+        )
+        .await
+        .json();
+    let emails: Vec<&str> = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["email"].as_str())
+        .collect();
+    assert!(
+        !emails.contains(&"a@acme.test") && !emails.contains(&"b@acme.test"),
+        "{emails:?}"
+    );
+    // An invitation from somebody who still may invite is accepted as before.
+    let accepted = app
+        .post_json("/v1/invitations/accept", json!({"token": from_owner}))
+        .await;
+    assert_eq!(accepted.status.as_u16(), 200, "{}", accepted.body);
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn api_tokens_work_without_csrf_cannot_outrank_their_creator_and_cannot_revoke_tokens() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
@@ -302,7 +385,7 @@ async fn api_tokens_work_without_csrf_cannot_outrank_their_creator_and_cannot_re
     by_token.assert_problem(403, "forbidden");
     let invited = app
         .call(
-            As::Bearer(&token),
+            As::Session(&admin),
             Method::POST,
             "/v1/orgs/acme/invitations",
             Some(json!({"email": "y@acme.test", "role": "viewer"})),

@@ -1,33 +1,42 @@
 //! The per-organization request limit: 429 with `Retry-After` and `RateLimit-Limit` past the
-//! burst, `RateLimit-*` on every answer, and one organization never touching another.
+//! burst, `RateLimit-*` on every answer, one organization never touching another, and each
+//! caller held to its share so that one of them cannot spend the whole organization's.
 
+use api::roles::Role;
 use chrono::Duration;
 use reqwest::Method;
 use tests::{As, TestApp};
 
 #[tokio::test]
 async fn past_the_burst_an_organization_is_limited_and_another_is_not() {
-    let app = TestApp::builder().rate_limit(5, 1.0).start().await;
-    let acme = app.sign_up("owner@acme.test", "acme").await;
+    let app = TestApp::builder().rate_limit(6, 1.0).start().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
     let globex = app.sign_up("owner@globex.test", "globex").await;
+    let admin = app.member("acme", Role::Admin, "admin@acme.test").await;
+    let viewer = app.member("acme", Role::Viewer, "viewer@acme.test").await;
 
-    for expected_remaining in (0..5).rev() {
-        let response = app
-            .call(As::Session(&acme), Method::GET, "/v1/orgs/acme", None)
-            .await;
-        assert_eq!(response.status.as_u16(), 200, "{}", response.body);
-        assert_eq!(response.header("ratelimit-limit"), Some("5"));
-        assert_eq!(
-            response.header("ratelimit-remaining"),
-            Some(expected_remaining.to_string().as_str())
-        );
-        assert!(response.header("ratelimit-reset").is_some());
+    // Each caller has half the burst; the headers tell the tighter of its share and the
+    // organization's.
+    for who in [&owner, &admin] {
+        for expected_remaining in (0..3).rev() {
+            let response = app
+                .call(As::Session(who), Method::GET, "/v1/orgs/acme", None)
+                .await;
+            assert_eq!(response.status.as_u16(), 200, "{}", response.body);
+            assert_eq!(response.header("ratelimit-limit"), Some("3"));
+            assert_eq!(
+                response.header("ratelimit-remaining"),
+                Some(expected_remaining.to_string().as_str())
+            );
+            assert!(response.header("ratelimit-reset").is_some());
+        }
     }
+    // The organization's six are spent: a member who has spent nothing is limited too.
     let limited = app
-        .call(As::Session(&acme), Method::GET, "/v1/orgs/acme", None)
+        .call(As::Session(&viewer), Method::GET, "/v1/orgs/acme", None)
         .await;
     limited.assert_problem(429, "rate-limited");
-    assert_eq!(limited.header("ratelimit-limit"), Some("5"));
+    assert_eq!(limited.header("ratelimit-limit"), Some("6"));
     let retry_after: u64 = limited
         .header("retry-after")
         .and_then(|v| v.parse().ok())
@@ -39,33 +48,48 @@ async fn past_the_burst_an_organization_is_limited_and_another_is_not() {
         .call(As::Session(&globex), Method::GET, "/v1/orgs/globex", None)
         .await;
     assert_eq!(other.status.as_u16(), 200);
-    assert_eq!(other.header("ratelimit-remaining"), Some("4"));
+    assert_eq!(other.header("ratelimit-remaining"), Some("2"));
 
-    // Once Retry-After has passed, the first organization may go on.
+    // Once Retry-After has passed, the organization may go on.
     app.clock.advance(Duration::seconds(retry_after as i64));
     let again = app
-        .call(As::Session(&acme), Method::GET, "/v1/orgs/acme", None)
+        .call(As::Session(&viewer), Method::GET, "/v1/orgs/acme", None)
         .await;
     assert_eq!(again.status.as_u16(), 200, "{}", again.body);
     app.stop().await;
 }
 
 #[tokio::test]
-async fn the_limit_is_shared_by_every_caller_of_the_organization() {
-    let app = TestApp::builder().rate_limit(3, 1.0).start().await;
+async fn one_caller_spending_its_share_leaves_the_organization_usable_for_the_others() {
+    let app = TestApp::builder().rate_limit(10, 1.0).start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
-    let viewer = app
-        .member("acme", api::roles::Role::Viewer, "viewer@acme.test")
+    let operator = app
+        .member("acme", Role::Operator, "operator@acme.test")
         .await;
-    for who in [&owner, &viewer, &owner] {
+    let token = app.api_token(&owner, "acme", Role::Viewer).await;
+
+    // A viewer token hammering the organization gets its own half of the burst, no more.
+    let mut allowed = 0;
+    let limited = loop {
+        let response = app
+            .call(As::Bearer(&token), Method::GET, "/v1/orgs/acme", None)
+            .await;
+        if response.status.as_u16() != 200 {
+            break response;
+        }
+        allowed += 1;
+        assert!(allowed <= 10, "the token was never limited");
+    };
+    limited.assert_problem(429, "rate-limited");
+    assert_eq!(allowed, 5, "the token's share is half the burst");
+    assert_eq!(limited.header("ratelimit-limit"), Some("5"));
+
+    // Its creator and another member still get through.
+    for who in [&owner, &operator] {
         let response = app
             .call(As::Session(who), Method::GET, "/v1/orgs/acme", None)
             .await;
-        assert_eq!(response.status.as_u16(), 200);
+        assert_eq!(response.status.as_u16(), 200, "{}", response.body);
     }
-    let limited = app
-        .call(As::Session(&viewer), Method::GET, "/v1/orgs/acme", None)
-        .await;
-    limited.assert_problem(429, "rate-limited");
     app.stop().await;
 }

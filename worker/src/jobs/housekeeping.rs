@@ -1,6 +1,9 @@
-//! `queue.housekeeping`: trims the job queue's tables. Finished rows are kept a week so an
-//! operator can still read recent failures; idempotency keys name their period, so deleting
-//! old rows never lets a period fire twice.
+//! `queue.housekeeping`: trims the job queue's tables and the rate limiter's. Finished rows are
+//! kept a week so an operator can still read recent failures; idempotency keys name their
+//! period, so deleting old rows never lets a period fire twice. Limiter rows idle for over an
+//! hour are deleted: a bucket whose theoretical arrival time has passed is full, exactly as a
+//! missing row is (api `rate_limit`), so this forgets nothing, and the table holds only the
+//! last hour's callers however many addresses come and go.
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
@@ -10,12 +13,14 @@ use crate::Deps;
 
 const KEEP_FINISHED: Duration = Duration::days(7);
 const FORGET_WORKERS: Duration = Duration::days(1);
+const FORGET_IDLE_BUCKETS: Duration = Duration::hours(1);
 
 pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
     let finished_before = now - KEEP_FINISHED;
     let seen_before = now - FORGET_WORKERS;
-    let (jobs, workers) = match &deps.db.pool {
+    let idle_before_ms = (now - FORGET_IDLE_BUCKETS).timestamp_millis();
+    let (jobs, workers, buckets) = match &deps.db.pool {
         Pool::Postgres(pool) => {
             let jobs = sqlx::query(
                 "DELETE FROM apalis.jobs WHERE (status IN ('Done', 'Killed') \
@@ -33,7 +38,12 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
             .execute(pool)
             .await?
             .rows_affected();
-            (jobs, workers)
+            let buckets = sqlx::query("DELETE FROM rate_limits WHERE tat_ms < $1")
+                .bind(idle_before_ms)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            (jobs, workers, buckets)
         }
         Pool::Sqlite(pool) => {
             let jobs = sqlx::query(
@@ -52,9 +62,14 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
             .execute(pool)
             .await?
             .rows_affected();
-            (jobs, workers)
+            let buckets = sqlx::query("DELETE FROM rate_limits WHERE tat_ms < ?")
+                .bind(idle_before_ms)
+                .execute(pool)
+                .await?
+                .rows_affected();
+            (jobs, workers, buckets)
         }
     };
-    tracing::info!(hour = %job.hour, jobs, workers, "queue housekeeping done");
+    tracing::info!(hour = %job.hour, jobs, workers, buckets, "housekeeping done");
     Ok(())
 }
