@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::{TestApp, TestResponse};
 
+#[derive(Clone)]
 pub struct TestAgent {
     pub key: SigningKey,
     pub machine_id: String,
@@ -82,6 +83,46 @@ impl TestAgent {
             self.host_id = body["host_id"].as_str().map(str::to_owned);
         }
         response
+    }
+
+    /// The same machine with a fresh key and no key id yet: what an agent holds while it renews.
+    pub fn rekeyed(&self) -> TestAgent {
+        let seed: [u8; 32] = rand::random();
+        TestAgent {
+            key: SigningKey::from_bytes(&seed),
+            key_id: None,
+            ..self.clone()
+        }
+    }
+
+    /// Asks for a certificate for the key of `csr`, signed with this agent's current key.
+    pub async fn renew(&self, app: &TestApp, csr: &str) -> TestResponse {
+        self.post(
+            app,
+            "/v1/agent/certificate",
+            &json!({ "csr": csr }),
+            app.clock_now(),
+            Tamper::None,
+        )
+        .await
+    }
+
+    /// Takes the key id of a successful renewal (or enrolment) answer.
+    pub fn adopt(&mut self, answer: &TestResponse) {
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+        self.key_id = answer.json()["key_id"].as_str().map(str::to_owned);
+    }
+
+    /// A signed check-in at the service's current time.
+    pub async fn check_in(&self, app: &TestApp, inventory_digest: &str) -> TestResponse {
+        self.post(
+            app,
+            "/v1/agent/check-in",
+            &self.check_in_body(inventory_digest),
+            app.clock_now(),
+            Tamper::None,
+        )
+        .await
     }
 
     /// A check-in with the given body fields merged over the defaults.

@@ -1,6 +1,7 @@
 //! One integration-test binary; a module per feature.
 
 mod access_walk;
+mod agent_security;
 mod agents;
 mod auth;
 mod client_address;
@@ -15,3 +16,4 @@ mod people_only;
 mod proposals;
 mod queue;
 mod rate_limits;
+mod streaming;
