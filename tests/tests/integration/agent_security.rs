@@ -3,6 +3,7 @@
 //! key, signed calls are limited per host, and what agents report is bounded before people see
 //! it.
 
+use api::roles::Role;
 use entities::host_keys;
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -131,6 +132,8 @@ async fn decommissioning_revokes_every_key_and_enrolling_again_binds_only_the_ne
     let (app, owner, token) = fleet().await;
     let agent = enrolled(&app, &token, "web-1").await;
     assert_eq!(agent.check_in(&app, "d1").await.status.as_u16(), 200);
+    // The owner's session will not last two months; a token will.
+    let operator = app.api_token(&owner, "acme", Role::Operator).await;
     // A renewal whose new key was never used: pending, and revoked with the rest.
     app.clock.advance(chrono::Duration::days(61));
     let mut next = agent.rekeyed();
@@ -139,7 +142,7 @@ async fn decommissioning_revokes_every_key_and_enrolling_again_binds_only_the_ne
     let host_id = agent.host_id.clone().unwrap_or_default();
     let decommissioned = app
         .call(
-            As::Session(&owner),
+            As::Bearer(&operator),
             Method::POST,
             &format!("/v1/orgs/acme/hosts/{host_id}/decommission"),
             None,
