@@ -324,6 +324,14 @@ impl AgentCa {
         })
     }
 
+    /// The public key of a well-formed, self-signed request as the DER SubjectPublicKeyInfo a
+    /// certificate issued for it carries ([`Issued::public_key_spki_der`]), so a request can be
+    /// matched with a certificate already issued for the same key.
+    pub fn csr_public_key(csr_pem: &str) -> Result<Vec<u8>, CaError> {
+        // Written as the certificate writes it.
+        Ok(request_key(csr_pem)?.subject_public_key_info())
+    }
+
     /// Checks that `certificate_pem` is an agent certificate signed by this CA and answers its
     /// serial (the `key_id`) and host id. Validity dates are not checked here: the caller
     /// compares the stored `not_after` with its clock.
@@ -539,6 +547,37 @@ Tb2qKOKySJOyDvyv/hRVWQ==
 
     fn parse_pem_certificate(certificate_pem: &str) -> Vec<u8> {
         pem_body(certificate_pem, &["CERTIFICATE"]).expect("PEM certificate")
+    }
+
+    #[test]
+    fn a_request_names_the_key_its_certificate_carries() {
+        let ca = ca();
+        for csr in [
+            csr_for(&agent_key(&rcgen::PKCS_ED25519))
+                .pem()
+                .expect("pem"),
+            csr_for(&agent_key(&rcgen::PKCS_ECDSA_P256_SHA256))
+                .pem()
+                .expect("pem"),
+            OPENSSL_P256_CSR.to_owned(),
+        ] {
+            let issued = ca
+                .issue(
+                    &csr,
+                    "hst_01jq0000000000000000000000",
+                    now(),
+                    Duration::days(90),
+                )
+                .expect("issued");
+            assert_eq!(
+                AgentCa::csr_public_key(&csr).expect("key"),
+                issued.public_key_spki_der
+            );
+        }
+        assert!(matches!(
+            AgentCa::csr_public_key(RSA_CSR),
+            Err(CaError::UnsupportedKey)
+        ));
     }
 
     #[test]

@@ -11,9 +11,10 @@
 //!
 //! This module is transport-agnostic and does no I/O. The caller:
 //!
-//! 1. builds a [`SignedRequest`] and calls [`parse`], which checks the Structured Field syntax,
-//!    the coverage this protocol requires and the Content-Digest against the body, and
-//!    rebuilds the signature base (RFC 9421 §2.5);
+//! 1. builds a [`RequestHead`] and calls [`parse_head`], which checks the Structured Field
+//!    syntax and the coverage this protocol requires, reads the Content-Digest the request
+//!    announces, and rebuilds the signature base (RFC 9421 §2.5), all before a byte of the
+//!    body is read;
 //! 2. calls [`SignatureParams::check_fresh`] with the current time (cheap, before any database
 //!    work);
 //! 3. looks the key up by [`SignatureParams::key_id`] (and checks that it was issued to that
@@ -22,7 +23,13 @@
 //!    the signature itself);
 //! 5. only then records the nonce, refusing a `(key_id, nonce)` pair seen before. A nonce
 //!    needs keeping until `created + MAX_AGE_S` ([`SignatureParams::replay_window_end`]):
-//!    after that the signature is stale anyway.
+//!    after that the signature is stale anyway;
+//! 6. reads the body through [`ParsedSignature::body_check`], which refuses the first byte of
+//!    a body the signature does not cover and, at the end, a body whose SHA-256 is not the
+//!    announced Content-Digest. So an unauthenticated caller costs no body reading at all,
+//!    and the body is never held twice.
+//!
+//! [`parse`] does steps 1 and 6 at once for a body already in memory.
 //!
 //! Only the first signature in `Signature-Input` is considered (the agent sends one, `sig1`).
 
@@ -155,6 +162,22 @@ pub enum SignatureError {
     },
 }
 
+/// What the verifier needs from an HTTP request before its body, independent of the HTTP
+/// library: every part of a [`SignedRequest`] but the body.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a> {
+    /// As [`SignedRequest::method`].
+    pub method: &'a str,
+    /// As [`SignedRequest::authority`].
+    pub authority: &'a str,
+    /// As [`SignedRequest::path`].
+    pub path: &'a str,
+    /// As [`SignedRequest::query`].
+    pub query: Option<&'a str>,
+    /// As [`SignedRequest::headers`].
+    pub headers: &'a [(&'a str, &'a str)],
+}
+
 /// What the verifier needs from an HTTP request, independent of the HTTP library.
 #[derive(Debug, Clone, Copy)]
 pub struct SignedRequest<'a> {
@@ -247,7 +270,8 @@ impl SignatureParams {
     }
 }
 
-/// The outcome of [`parse`]: everything needed to verify, once the caller has the key.
+/// The outcome of [`parse_head`] (or [`parse`]): everything needed to verify, once the caller
+/// has the key, and what the body must turn out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedSignature {
     /// The signature parameters.
@@ -256,6 +280,8 @@ pub struct ParsedSignature {
     pub signature: Vec<u8>,
     /// The signature base rebuilt per RFC 9421 §2.5.
     pub base: String,
+    /// What the head says about the body.
+    pub body: ExpectedBody,
 }
 
 impl ParsedSignature {
@@ -264,6 +290,63 @@ impl ParsedSignature {
     pub fn verify(&self, key: &PublicKey) -> Result<(), SignatureError> {
         check_alg(self.params.alg, key)?;
         verify(&self.base, &self.signature, key)
+    }
+
+    /// A check to feed the body through as it arrives.
+    pub fn body_check(&self) -> BodyCheck {
+        BodyCheck {
+            expected: self.body.clone(),
+            hasher: Sha256::new(),
+            seen: 0,
+        }
+    }
+}
+
+/// What the head of a request says about its body: the SHA-256 announced in `Content-Digest`
+/// (when the header is present) and whether the signature covers that header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedBody {
+    sha256: Option<Vec<u8>>,
+    covered: bool,
+}
+
+/// The body of a signed request, checked as it is read: [`BodyCheck::update`] with each piece
+/// in order, then [`BodyCheck::finish`].
+#[derive(Debug, Clone)]
+pub struct BodyCheck {
+    expected: ExpectedBody,
+    hasher: Sha256,
+    seen: u64,
+}
+
+impl BodyCheck {
+    /// Takes the next piece of the body. The first non-empty piece of a body whose signature
+    /// does not cover `content-digest`, or that came without one, is refused at once.
+    pub fn update(&mut self, piece: &[u8]) -> Result<(), SignatureError> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        if self.seen == 0 {
+            if !self.expected.covered {
+                return Err(SignatureError::MissingCoverage(CONTENT_DIGEST));
+            }
+            if self.expected.sha256.is_none() {
+                return Err(SignatureError::MissingHeader(CONTENT_DIGEST));
+            }
+        }
+        self.hasher.update(piece);
+        self.seen = self.seen.saturating_add(piece.len() as u64);
+        Ok(())
+    }
+
+    /// The body is complete: whenever a `Content-Digest` was sent, it must be the body's.
+    pub fn finish(self) -> Result<(), SignatureError> {
+        match self.expected.sha256 {
+            Some(expected) if expected.as_slice() != self.hasher.finalize().as_slice() => {
+                Err(SignatureError::DigestMismatch)
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -373,7 +456,8 @@ pub fn check_fresh(created: i64, now: i64) -> Result<(), SignatureError> {
 }
 
 /// Parses the first signature of the request, checks the coverage the protocol requires and
-/// the Content-Digest against the body, and rebuilds the signature base.
+/// the Content-Digest against the body, and rebuilds the signature base: [`parse_head`] and
+/// [`ParsedSignature::body_check`] for a body already in memory.
 ///
 /// Required coverage: `@method`, `@authority`, `@path`; `@query` when the request has a
 /// (non-empty) query; `content-digest` when it has a (non-empty) body. Whenever a
@@ -381,6 +465,22 @@ pub fn check_fresh(created: i64, now: i64) -> Result<(), SignatureError> {
 /// Other header fields may be covered as well; derived components other than those four
 /// are refused.
 pub fn parse(req: &SignedRequest<'_>) -> Result<ParsedSignature, SignatureError> {
+    let parsed = parse_head(&RequestHead {
+        method: req.method,
+        authority: req.authority,
+        path: req.path,
+        query: req.query,
+        headers: req.headers,
+    })?;
+    let mut body = parsed.body_check();
+    body.update(req.body.unwrap_or_default())?;
+    body.finish()?;
+    Ok(parsed)
+}
+
+/// [`parse`] without the body: everything that can be checked before the body is read. The
+/// caller verifies the signature, then reads the body through [`ParsedSignature::body_check`].
+pub fn parse_head(req: &RequestHead<'_>) -> Result<ParsedSignature, SignatureError> {
     // Signature-Input: a dictionary; the first member must be an inner list of strings.
     let input = header_value(req.headers, SIGNATURE_INPUT)?
         .ok_or(SignatureError::MissingHeader(SIGNATURE_INPUT))?;
@@ -452,16 +552,16 @@ pub fn parse(req: &SignedRequest<'_>) -> Result<ParsedSignature, SignatureError>
     if query.is_some() && !covers("@query") {
         return Err(SignatureError::MissingCoverage("@query"));
     }
-    let body = req.body.unwrap_or_default();
-    if !body.is_empty() && !covers(CONTENT_DIGEST) {
-        return Err(SignatureError::MissingCoverage(CONTENT_DIGEST));
-    }
-
-    // Content-Digest, whenever present (and necessarily present when covered).
-    match header_value(req.headers, CONTENT_DIGEST)? {
-        Some(value) => check_content_digest(&value, body)?,
-        None if !body.is_empty() => return Err(SignatureError::MissingHeader(CONTENT_DIGEST)),
-        None => {}
+    // Content-Digest, whenever present (and necessarily present when covered); the body is
+    // held to it as it is read.
+    let body = ExpectedBody {
+        sha256: header_value(req.headers, CONTENT_DIGEST)?
+            .map(|value| announced_sha256(&value))
+            .transpose()?,
+        covered: covers(CONTENT_DIGEST),
+    };
+    if body.covered && body.sha256.is_none() {
+        return Err(SignatureError::MissingHeader(CONTENT_DIGEST));
     }
 
     // Signature base, RFC 9421 §2.5.
@@ -491,6 +591,7 @@ pub fn parse(req: &SignedRequest<'_>) -> Result<ParsedSignature, SignatureError>
         params,
         signature,
         base,
+        body,
     })
 }
 
@@ -610,8 +711,8 @@ fn signature_params(
     })
 }
 
-/// Checks that a Content-Digest (RFC 9530) carries `sha-256` equal to the body's SHA-256.
-fn check_content_digest(value: &str, body: &[u8]) -> Result<(), SignatureError> {
+/// The `sha-256` member of a Content-Digest (RFC 9530).
+fn announced_sha256(value: &str) -> Result<Vec<u8>, SignatureError> {
     if value.len() > MAX_CONTENT_DIGEST_LEN {
         return Err(SignatureError::HeaderTooLarge(CONTENT_DIGEST));
     }
@@ -623,13 +724,7 @@ fn check_content_digest(value: &str, body: &[u8]) -> Result<(), SignatureError> 
         Some(ListEntry::Item(Item {
             bare_item: BareItem::ByteSequence(digest),
             ..
-        })) => {
-            if digest.as_slice() == Sha256::digest(body).as_slice() {
-                Ok(())
-            } else {
-                Err(SignatureError::DigestMismatch)
-            }
-        }
+        })) => Ok(digest.clone()),
         Some(_) => Err(SignatureError::MalformedContentDigest(
             "sha-256 is not a byte sequence".to_owned(),
         )),
@@ -638,7 +733,7 @@ fn check_content_digest(value: &str, body: &[u8]) -> Result<(), SignatureError> 
 }
 
 /// The value of one covered component (RFC 9421 §2.1, §2.2).
-fn component_value(req: &SignedRequest<'_>, name: &str) -> Result<String, SignatureError> {
+fn component_value(req: &RequestHead<'_>, name: &str) -> Result<String, SignatureError> {
     let invalid = || SignatureError::InvalidComponentValue(name.to_owned());
     match name {
         "@method" => {
@@ -1378,6 +1473,63 @@ mod tests {
     }
 
     /// Pseudo-random strings built from Structured Field punctuation never panic.
+    #[test]
+    fn http_signature_head_first_then_the_body_in_pieces() {
+        let v = vector();
+        let mut req = Req::from_vector(&v);
+        req.body = None;
+        let headers: Vec<(&str, &str)> = req
+            .headers
+            .iter()
+            .map(|(n, val)| (n.as_str(), val.as_str()))
+            .collect();
+        let head = RequestHead {
+            method: &req.method,
+            authority: &req.authority,
+            path: &req.path,
+            query: req.query.as_deref(),
+            headers: &headers,
+        };
+        let parsed = parse_head(&head).unwrap();
+        assert_eq!(parsed.base, v.base);
+        parsed.verify(&vector_key(&v)).unwrap();
+        // The body as it arrives, in uneven pieces.
+        let mut check = parsed.body_check();
+        for piece in v.body.chunks(7) {
+            check.update(piece).unwrap();
+        }
+        check.finish().unwrap();
+        // One byte different: refused once the body is complete.
+        let mut check = parsed.body_check();
+        let mut changed = v.body.clone();
+        changed[3] ^= 1;
+        check.update(&changed).unwrap();
+        assert_eq!(check.finish().unwrap_err(), SignatureError::DigestMismatch);
+        // A body cut short is as wrong as a changed one.
+        let mut check = parsed.body_check();
+        check.update(&v.body[..v.body.len() - 1]).unwrap();
+        assert_eq!(check.finish().unwrap_err(), SignatureError::DigestMismatch);
+
+        // A signature that does not cover content-digest refuses the body's first byte, before
+        // any more is read.
+        let mut bare = Req::from_vector(&v);
+        bare.body = None;
+        bare.headers.retain(|(n, _)| n != "content-digest");
+        bare.resign(
+            r#"("@method" "@authority" "@path");created=1795000000;keyid="k";nonce="n""#,
+            &v.seed,
+        );
+        let parsed = bare.parse().unwrap();
+        let mut check = parsed.body_check();
+        check.update(b"").unwrap();
+        assert_eq!(
+            check.update(b"{").unwrap_err(),
+            SignatureError::MissingCoverage("content-digest")
+        );
+        // Without a body it is complete and fine.
+        parsed.body_check().finish().unwrap();
+    }
+
     #[test]
     fn http_signature_fuzz_never_panics() {
         let v = vector();
