@@ -1,9 +1,22 @@
 //! The edge of every request: request id, tracing span, body size limit, panic catching, and
 //! the one place where any error becomes a problem response.
+//!
+//! The body limit holds whatever the headers say: a `Content-Length` over it is refused before
+//! anything is read, and every body is counted as it streams in (HTTP/2 needs neither
+//! `Content-Length` nor `Transfer-Encoding`), so whoever reads it stops at the first byte past
+//! the limit and the answer is 413. Nothing is buffered here: a body is read only by the
+//! operation that wants it, after its own checks (agent calls after their signature).
 
-use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
+use std::{
+    panic::AssertUnwindSafe,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Instant,
+};
 
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use poem::{
     Body, Endpoint, IntoResponse, Middleware, Request, Response, Result, http::HeaderValue,
 };
@@ -15,8 +28,22 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Largest request body the member API accepts (decisions §1: over it is 413).
 pub const BODY_LIMIT: usize = 1024 * 1024;
-/// Largest raw body an agent may send (its check-in may carry a large inventory, gzip or not).
+/// Largest raw body a signed agent call may send (its check-in may carry a large inventory,
+/// gzip or not); read only once the signature over the request's head is verified.
 pub const AGENT_BODY_LIMIT: usize = 16 * 1024 * 1024;
+/// Largest enrolment body: a token, a CSR and the facts need a few KiB.
+pub const ENROLMENT_BODY_LIMIT: usize = 64 * 1024;
+
+/// The body limit of a path.
+pub fn body_limit(path: &str) -> usize {
+    if path == "/v1/agent/enroll" {
+        ENROLMENT_BODY_LIMIT
+    } else if path.starts_with("/v1/agent/") {
+        AGENT_BODY_LIMIT
+    } else {
+        BODY_LIMIT
+    }
+}
 
 /// The request's id, readable by handlers through `Data<&RequestId>` or the request extensions.
 #[derive(Clone, Debug)]
@@ -73,20 +100,20 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
         let span = tracing::info_span!("request", %method, %path, request_id = %request_id);
 
         let outcome = async {
-            let limit = if path.starts_with("/v1/agent/") {
-                AGENT_BODY_LIMIT
-            } else {
-                BODY_LIMIT
-            };
-            limit_body(&mut req, limit).await?;
-            match AssertUnwindSafe(self.inner.call(req)).catch_unwind().await {
+            let over_limit = limit_body(&mut req, body_limit(&path))?;
+            let outcome = match AssertUnwindSafe(self.inner.call(req)).catch_unwind().await {
                 Ok(Ok(output)) => Ok(output.into_response()),
                 Ok(Err(err)) => Err(err),
                 Err(_) => {
                     tracing::error!("handler panicked");
                     Err(ApiError::Internal(anyhow::anyhow!("handler panicked")).into())
                 }
+            };
+            // Whoever read the body failed on its limit, whatever error it made of that.
+            if over_limit.load(Ordering::Relaxed) {
+                return Err(ApiError::PayloadTooLarge.into());
             }
+            outcome
         }
         .instrument(span.clone())
         .await;
@@ -133,28 +160,36 @@ fn error_response(err: poem::Error, request_id: &str) -> Response {
     }
 }
 
-/// Reads the body up to `limit` bytes (413 past it, with or without `Content-Length`) and puts
-/// it back for the extractors.
-async fn limit_body(req: &mut Request, limit: usize) -> Result<()> {
-    if let Some(length) = req
+/// Puts the body under `limit`: a `Content-Length` over it is 413 at once; otherwise the body
+/// is counted as it is read and fails at the first byte past the limit, raising the flag this
+/// returns.
+fn limit_body(req: &mut Request, limit: usize) -> Result<Arc<AtomicBool>> {
+    let over_limit = Arc::new(AtomicBool::new(false));
+    if req
         .header("content-length")
         .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|length| length > limit as u64)
     {
-        if length > limit as u64 {
-            return Err(ApiError::PayloadTooLarge.into());
-        }
-        if length == 0 {
-            return Ok(());
-        }
-    } else if req.header("transfer-encoding").is_none() {
-        // No body at all.
-        return Ok(());
+        return Err(ApiError::PayloadTooLarge.into());
     }
     let body = req.take_body();
-    let bytes = body.into_bytes_limit(limit).await.map_err(|e| match e {
-        poem::error::ReadBodyError::PayloadTooLarge => ApiError::PayloadTooLarge,
-        other => ApiError::invalid(format!("the request body could not be read: {other}")),
-    })?;
-    req.set_body(Body::from(bytes));
-    Ok(())
+    if body.is_empty() {
+        req.set_body(body);
+        return Ok(over_limit);
+    }
+    let flag = over_limit.clone();
+    let mut seen = 0usize;
+    let counted = body.into_bytes_stream().map(move |piece| {
+        let piece = piece?;
+        seen = seen.saturating_add(piece.len());
+        if seen > limit {
+            flag.store(true, Ordering::Relaxed);
+            return Err(std::io::Error::other(
+                "the request body is over the size limit",
+            ));
+        }
+        Ok(piece)
+    });
+    req.set_body(Body::from_bytes_stream(counted));
+    Ok(over_limit)
 }

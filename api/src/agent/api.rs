@@ -15,16 +15,15 @@ use serde::{Deserialize, de::DeserializeOwned};
 use super::{
     body,
     facts::{CheckIn, EnrollRequest},
+    limits::{self, EnrolmentRateLimited, HostRateLimited},
     signed::Signed,
-    store,
+    store, validate,
 };
 use crate::{
     AppState,
-    access::client_ip,
     enrollment_tokens::{TOKEN_PREFIX, usable},
-    error::{ApiError, BadRequest, Conflict, Errors, Forbidden, TooManyRequests, Unauthorized},
+    error::{ApiError, BadRequest, Conflict, Errors, Forbidden, Unauthorized},
     hosts::record_event,
-    rate_limit::{self, Limit},
     tags::Tag,
 };
 
@@ -32,13 +31,12 @@ use crate::{
 pub const CERTIFICATE_VALIDITY: Duration = Duration::days(90);
 /// Renewal is accepted in the last this-long of validity.
 pub const RENEWAL_WINDOW: Duration = Duration::days(30);
-/// Most packages or updates one check-in may report.
-pub const MAX_INVENTORY: usize = 50_000;
 
-/// An unsigned agent body (enrolment): strict JSON, optionally gzip.
-pub struct Unsigned<T>(pub T);
+/// The enrolment body: strict JSON, optionally gzip, at most 64 KiB as sent and decompressed.
+/// The client address's enrolment limit is taken before a byte of it is read.
+pub struct EnrolmentBody<T>(pub T);
 
-impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Unsigned<T> {
+impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for EnrolmentBody<T> {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
     type ParamType = ();
     type ParamRawType = ();
@@ -49,7 +47,10 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Unsigned<T> {
 
     fn request_meta() -> Option<MetaRequest> {
         Some(MetaRequest {
-            description: Some("JSON, optionally `Content-Encoding: gzip`."),
+            description: Some(
+                "JSON, optionally `Content-Encoding: gzip`; at most 64 KiB as sent and \
+                 decompressed.",
+            ),
             content: vec![MetaMediaType {
                 content_type: "application/json",
                 schema: T::schema_ref(),
@@ -63,19 +64,20 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Unsigned<T> {
         body: &mut RequestBody,
         _opts: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
-        let raw = body
-            .take()?
-            .into_bytes_limit(crate::middleware::AGENT_BODY_LIMIT)
-            .await
-            .map_err(|_| ApiError::PayloadTooLarge)?;
-        let decoded = body::decode(&raw, req.header("content-encoding"))?;
-        Ok(Unsigned(body::json(&decoded)?))
+        let state = req.data::<AppState>().ok_or_else(|| {
+            ApiError::Internal(anyhow::anyhow!("the application state is missing"))
+        })?;
+        limits::enrolment(state, req).await?;
+        let raw = body::read(body.take()?, body::MAX_ENROLMENT, |_| Ok(())).await?;
+        let decoded = body::decode(&raw, req.header("content-encoding"), body::MAX_ENROLMENT)?;
+        Ok(EnrolmentBody(body::json(&decoded)?))
     }
 }
 
 #[derive(Object)]
 pub struct Enrolled {
-    /// The host's id (`hst_`); the same host when the same `machine_id` enrols again.
+    /// The host's id (`hst_`); the same host when the same `machine_id` enrols again while
+    /// pending or decommissioned.
     pub host_id: String,
     /// The certificate's serial in lowercase hex: the `keyid` of every signature.
     pub key_id: String,
@@ -162,39 +164,20 @@ async fn certify<C: sea_orm::ConnectionTrait>(
     Ok(issued)
 }
 
-/// Enrolments per client address: generous, since a whole fleet may enrol from behind one
-/// NAT, yet bounded.
-const ENROL_PER_IP: Limit = Limit {
-    burst: 1000,
-    per_second: 50.0,
-};
-
-async fn limit_enrolment(state: &AppState, req: &Request) -> Result<(), ApiError> {
-    let ip = client_ip(req).unwrap_or_else(|| "unknown".into());
-    let decision = rate_limit::take(
-        &state.db,
-        &format!("enrol-ip:{ip}"),
-        ENROL_PER_IP,
-        state.clock.now(),
-    )
-    .await?;
-    if decision.allowed {
-        Ok(())
-    } else {
-        Err(ApiError::RateLimited {
-            retry_after_s: decision.retry_after_s,
-            limit: decision.limit,
-        })
-    }
-}
-
 pub struct AgentApi;
 
 #[OpenApi(tag = "Tag::Agent")]
 impl AgentApi {
     /// Enrol a host with an enrollment token and a CSR. A token that is not usable (unknown,
     /// revoked, expired or used up) is 403 `forbidden` without saying why; a malformed CSR or
-    /// facts 400. Limited per client address (burst 1,000, then 50 a second).
+    /// facts 400; a body over 64 KiB (as sent or decompressed) 413. Limited per client address
+    /// (burst 1,000, then 50 a second), checked before the body is read.
+    ///
+    /// The `machine_id` of a host of the token's organization: a host that never checked in
+    /// (`pending`) or is `decommissioned` is re-bound to the new key (revived, pending until its
+    /// first check-in) and every earlier key of it is revoked; a host that has checked in and is
+    /// not decommissioned is 409 `conflict`: decommission it first, or let its agent renew with
+    /// its current key.
     #[oai(
         path = "/v1/agent/enroll",
         method = "post",
@@ -203,12 +186,10 @@ impl AgentApi {
     async fn enroll(
         &self,
         state: poem::web::Data<&AppState>,
-        req: &Request,
-        body: Unsigned<EnrollRequest>,
-    ) -> Result<EnrollAnswer, Errors<(BadRequest, Forbidden, TooManyRequests)>> {
-        limit_enrolment(&state, req).await?;
+        body: EnrolmentBody<EnrollRequest>,
+    ) -> Result<EnrollAnswer, Errors<(BadRequest, Forbidden, Conflict, EnrolmentRateLimited)>> {
         let request = body.0;
-        store::validate_facts(&request.facts)?;
+        validate::facts(&request.facts)?;
         let now = state.clock.now();
         let refused = || ApiError::forbidden("This enrollment token cannot enrol hosts.");
         if !platform::secrets::well_formed(TOKEN_PREFIX, request.token.trim()) {
@@ -239,8 +220,14 @@ impl AgentApi {
 
     /// Check in: facts always, the inventory when it changed. Records the host's UTC day for
     /// billing, charges the enrollment token's use on the first check-in (403 `forbidden` when
-    /// the token is used up or revoked by then), and queues re-evaluation when the inventory
-    /// changed. Facts naming another host's `machine_id` are 403 `forbidden`.
+    /// the token is used up or revoked by then), and queues re-evaluation whenever an
+    /// inventory is sent (even one the host reported before). Facts naming another host's
+    /// `machine_id` are 403 `forbidden`.
+    ///
+    /// What people are shown is bounded (400 `invalid-request` naming the field): facts,
+    /// package and update fields, advisory ids, sources, severities and CVEs at most 255
+    /// characters, advisory titles 1,000, advisory `url` at most 2,048 and only `https` (no
+    /// user name or password in it), `agent_permissions` at most 64 entries.
     #[oai(
         path = "/v1/agent/check-in",
         method = "post",
@@ -250,28 +237,13 @@ impl AgentApi {
         &self,
         state: poem::web::Data<&AppState>,
         request: Signed<CheckIn>,
-    ) -> Result<Json<CheckInAnswer>, Errors<(BadRequest, Unauthorized, Forbidden)>> {
+    ) -> Result<Json<CheckInAnswer>, Errors<(BadRequest, Unauthorized, Forbidden, HostRateLimited)>>
+    {
         let Signed { host, body, .. } = request;
         if body.facts.machine_id != host.machine_id {
             return Err(ApiError::forbidden("facts.machine_id is not this host's").into());
         }
-        store::validate_facts(&body.facts)?;
-        if body
-            .packages
-            .as_ref()
-            .is_some_and(|p| p.len() > MAX_INVENTORY)
-            || body
-                .updates
-                .as_ref()
-                .is_some_and(|u| u.len() > MAX_INVENTORY)
-        {
-            return Err(
-                ApiError::invalid(format!("at most {MAX_INVENTORY} packages and updates")).into(),
-            );
-        }
-        if body.inventory_digest.is_empty() || body.inventory_digest.len() > 128 {
-            return Err(ApiError::invalid("inventory_digest must be 1 to 128 characters").into());
-        }
+        validate::check_in(&body)?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         // The first check-in is decided by one conditional update, so two at once cannot both
@@ -329,8 +301,14 @@ impl AgentApi {
         let jobs = super::jobs::dispatch(&txn, host.id, now).await?;
         txn.commit().await?;
         if inventory || first {
-            // Coalesced: one evaluation per host and inventory.
-            let key = format!("evaluate:{}:{}", host.id, body.inventory_digest);
+            // One evaluation per check-in that changed something: the time is in the key, so an
+            // inventory that returns to an earlier digest is evaluated again.
+            let key = format!(
+                "evaluate:{}:{}:{}",
+                host.id,
+                now.timestamp_millis(),
+                body.inventory_digest
+            );
             state
                 .queue
                 .push_unique(&key, platform::jobs::EvaluateHost { host_id: host.id })
@@ -346,7 +324,10 @@ impl AgentApi {
     }
 
     /// Renew the agent's certificate for a new key, within the last 30 days of the current
-    /// one's validity (409 `invalid-state` before that).
+    /// one's validity (409 `invalid-state` before that). The current key keeps working until
+    /// the new one is first used; from then on it is revoked, and a renewal signed with it is
+    /// 401 `unauthenticated`. The same request again (same key in the CSR) before the new key
+    /// is used answers the same certificate, so an agent that lost the answer can ask again.
     #[oai(
         path = "/v1/agent/certificate",
         method = "post",
@@ -356,7 +337,7 @@ impl AgentApi {
         &self,
         state: poem::web::Data<&AppState>,
         request: Signed<RenewRequest>,
-    ) -> Result<Json<Renewed>, Errors<(BadRequest, Unauthorized, Conflict)>> {
+    ) -> Result<Json<Renewed>, Errors<(BadRequest, Unauthorized, Conflict, HostRateLimited)>> {
         let now = state.clock.now();
         if request.key.not_after - now > RENEWAL_WINDOW {
             return Err(ApiError::state(
@@ -365,14 +346,36 @@ impl AgentApi {
             )
             .into());
         }
+        let public_key =
+            platform::agent_ca::AgentCa::csr_public_key(&request.body.csr).map_err(csr_error)?;
         let txn = state.db.begin_write().await?;
-        let issued = certify(&state, &txn, &request.host, &request.body.csr, now).await?;
+        // A retry: the same key was certified by this renewal before and not used yet.
+        let earlier = host_keys::Entity::find()
+            .filter(host_keys::Column::HostId.eq(request.host.id))
+            .filter(host_keys::Column::KeyId.ne(request.key.key_id.as_str()))
+            .filter(host_keys::Column::RevokedAt.is_null())
+            .filter(host_keys::Column::CreatedAt.gte(request.key.created_at))
+            .filter(host_keys::Column::PublicKey.eq(public_key))
+            .one(&txn)
+            .await?;
+        let renewed = match earlier {
+            Some(key) => Renewed {
+                key_id: key.key_id,
+                certificate: key.certificate,
+                ca_certificate: state.agent_ca.certificate_pem().to_owned(),
+                expires_at: key.not_after,
+            },
+            None => {
+                let issued = certify(&state, &txn, &request.host, &request.body.csr, now).await?;
+                Renewed {
+                    key_id: issued.serial_hex,
+                    certificate: issued.certificate_pem,
+                    ca_certificate: state.agent_ca.certificate_pem().to_owned(),
+                    expires_at: issued.not_after,
+                }
+            }
+        };
         txn.commit().await?;
-        Ok(Json(Renewed {
-            key_id: issued.serial_hex,
-            certificate: issued.certificate_pem,
-            ca_certificate: state.agent_ca.certificate_pem().to_owned(),
-            expires_at: issued.not_after,
-        }))
+        Ok(Json(renewed))
     }
 }

@@ -1,19 +1,48 @@
 //! Agent request bodies: the exact bytes (signatures and `Content-Digest` cover them as sent),
-//! then, for `Content-Encoding: gzip`, decompression bounded at 16 MiB so that a gzip bomb
-//! costs at most that much memory, then strict JSON.
+//! read piece by piece up to a bound and only once the caller may send that much; then, for
+//! `Content-Encoding: gzip`, decompression to the same bound, so that a gzip bomb costs at
+//! most that much memory; then strict JSON.
 
 use std::io::Read;
 
 use flate2::read::GzDecoder;
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-/// Largest decompressed body an agent may send.
-pub const MAX_DECOMPRESSED: usize = 16 * 1024 * 1024;
+/// Largest body a signed agent call may carry, as sent and decompressed.
+pub const MAX_SIGNED: usize = crate::middleware::AGENT_BODY_LIMIT;
+/// Largest enrolment body, as sent and decompressed: a token, a CSR and the facts.
+pub const MAX_ENROLMENT: usize = crate::middleware::ENROLMENT_BODY_LIMIT;
 
-/// The body as the handler should parse it: decompressed when it was gzip.
-pub fn decode(raw: &[u8], content_encoding: Option<&str>) -> Result<Vec<u8>, ApiError> {
+/// Reads `body` whole, handing each piece to `each` as it arrives (which may refuse it), and
+/// stops at the first byte past `limit` (413).
+pub async fn read(
+    body: poem::Body,
+    limit: usize,
+    mut each: impl FnMut(&[u8]) -> Result<(), ApiError>,
+) -> Result<Vec<u8>, ApiError> {
+    let mut pieces = std::pin::pin!(body.into_bytes_stream());
+    let mut out = Vec::new();
+    while let Some(piece) = pieces.next().await {
+        let piece = piece.map_err(|_| {
+            // Past the edge's bound, or the client went away: the edge answers 413 for the
+            // former.
+            ApiError::invalid("The request body could not be read.")
+        })?;
+        if out.len().saturating_add(piece.len()) > limit {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        each(&piece)?;
+        out.extend_from_slice(&piece);
+    }
+    Ok(out)
+}
+
+/// The body as the handler should parse it: decompressed (to at most `max` bytes) when it was
+/// gzip.
+pub fn decode(raw: &[u8], content_encoding: Option<&str>, max: usize) -> Result<Vec<u8>, ApiError> {
     match content_encoding
         .map(str::trim)
         .map(str::to_ascii_lowercase)
@@ -22,11 +51,11 @@ pub fn decode(raw: &[u8], content_encoding: Option<&str>) -> Result<Vec<u8>, Api
         None | Some("") | Some("identity") => Ok(raw.to_vec()),
         Some("gzip") | Some("x-gzip") => {
             let mut out = Vec::new();
-            let mut limited = GzDecoder::new(raw).take(MAX_DECOMPRESSED as u64 + 1);
+            let mut limited = GzDecoder::new(raw).take(max as u64 + 1);
             limited
                 .read_to_end(&mut out)
                 .map_err(|_| ApiError::invalid("the gzip body could not be decompressed"))?;
-            if out.len() > MAX_DECOMPRESSED {
+            if out.len() > max {
                 return Err(ApiError::PayloadTooLarge);
             }
             Ok(out)
@@ -61,16 +90,21 @@ mod tests {
     fn gzip_bodies_are_decompressed_within_the_bound() {
         let body = br#"{"a":1}"#;
         assert_eq!(
-            decode(&gzip(body), Some("gzip")).ok().as_deref(),
+            decode(&gzip(body), Some("gzip"), MAX_SIGNED)
+                .ok()
+                .as_deref(),
             Some(&body[..])
         );
-        assert_eq!(decode(body, None).ok().as_deref(), Some(&body[..]));
+        assert_eq!(
+            decode(body, None, MAX_SIGNED).ok().as_deref(),
+            Some(&body[..])
+        );
         assert!(matches!(
-            decode(b"not gzip", Some("gzip")),
+            decode(b"not gzip", Some("gzip"), MAX_SIGNED),
             Err(ApiError::InvalidRequest(_))
         ));
         assert!(matches!(
-            decode(body, Some("br")),
+            decode(body, Some("br"), MAX_SIGNED),
             Err(ApiError::InvalidRequest(_))
         ));
     }
@@ -86,8 +120,15 @@ mod tests {
         let bomb = encoder.finish().expect("finish");
         assert!(bomb.len() < 1024 * 1024);
         assert!(matches!(
-            decode(&bomb, Some("gzip")),
+            decode(&bomb, Some("gzip"), MAX_SIGNED),
             Err(ApiError::PayloadTooLarge)
         ));
+        // The enrolment bound is far smaller.
+        let small = gzip(&vec![b' '; MAX_ENROLMENT + 1]);
+        assert!(matches!(
+            decode(&small, Some("gzip"), MAX_ENROLMENT),
+            Err(ApiError::PayloadTooLarge)
+        ));
+        assert!(decode(&small, Some("gzip"), MAX_SIGNED).is_ok());
     }
 }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 use worker::proposals::{self as domain, JobPayload};
 
-use super::signed::Signed;
+use super::{limits::HostRateLimited, signed::Signed};
 use crate::{
     AppState,
     error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
@@ -195,7 +195,16 @@ impl AgentJobsApi {
         /// The job's id (`job_`).
         job_id: Path<String>,
         request: Signed<JobResult>,
-    ) -> Result<Reported, Errors<(BadRequest, Unauthorized, NotFound, Conflict)>> {
+    ) -> Result<
+        Reported,
+        Errors<(
+            BadRequest,
+            Unauthorized,
+            NotFound,
+            Conflict,
+            HostRateLimited,
+        )>,
+    > {
         let Signed { host, body, .. } = request;
         let id = platform::ids::parse_id("job", &job_id).ok_or(ApiError::NotFound)?;
         let now = state.clock.now();

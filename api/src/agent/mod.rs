@@ -6,5 +6,7 @@ pub mod body;
 pub mod ca;
 pub mod facts;
 pub mod jobs;
+pub mod limits;
 pub mod signed;
 pub mod store;
+pub mod validate;

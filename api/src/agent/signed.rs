@@ -1,24 +1,30 @@
 //! Signed agent requests (RFC 9421): the one way an agent call is authenticated. The extractor
-//! reads the exact body, checks freshness, finds the key the service certified under `keyid`,
-//! verifies the signature, refuses a nonce seen before (in the database, so across replicas),
-//! and only then decodes the JSON body.
+//! works on the request's head first: it checks freshness, finds the key the service
+//! certified under `keyid`, verifies the signature (which covers the announced
+//! `Content-Digest`), refuses a nonce seen before (in the database, so across replicas), and
+//! takes the call from the host's limit. Only then does it read the body, up to 16 MiB,
+//! holding it to the announced digest as it streams in, and decode the JSON.
+//!
+//! The first use of a key retires every key the host was given before it (decisions §6: a
+//! renewed key replaces the old one once it is used, and not before, so an agent that lost
+//! the renewal's answer keeps working with its old key).
 //!
 //! Every refusal is 401 `unauthenticated` without saying which check failed; the reason is
 //! logged.
 
 use chrono::{DateTime, Utc};
 use entities::{host_keys, hosts};
-use platform::http_signature::{self, PublicKey, SignedRequest};
+use platform::http_signature::{self, ParsedSignature, PublicKey, RequestHead};
 use poem::{Request, RequestBody};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions,
     registry::{MetaMediaType, MetaRequest, Registry},
     types::Type,
 };
-use sea_orm::{EntityTrait, Set};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
 use serde::de::DeserializeOwned;
 
-use super::body;
+use super::{body, limits};
 use crate::{AppState, error::ApiError};
 
 /// An authenticated agent request with body `T`.
@@ -43,28 +49,27 @@ fn authority(state: &AppState) -> String {
     }
 }
 
-/// Verifies the request and returns the host and key it is signed by.
+/// Verifies the request's head and returns the host and key it is signed by, with what its
+/// body must turn out to be. Reads nothing of the body.
 pub async fn authenticate(
     state: &AppState,
     req: &Request,
-    raw: &[u8],
     now: DateTime<Utc>,
-) -> Result<(hosts::Model, host_keys::Model), ApiError> {
+) -> Result<(hosts::Model, host_keys::Model, ParsedSignature), ApiError> {
     let headers: Vec<(&str, &str)> = req
         .headers()
         .iter()
         .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
         .collect();
     let authority = authority(state);
-    let signed = SignedRequest {
+    let head = RequestHead {
         method: req.method().as_str(),
         authority: &authority,
         path: req.uri().path(),
         query: req.uri().query(),
         headers: &headers,
-        body: (!raw.is_empty()).then_some(raw),
     };
-    let parsed = http_signature::parse(&signed).map_err(refuse)?;
+    let parsed = http_signature::parse_head(&head).map_err(refuse)?;
     parsed.params.check_fresh(now.timestamp()).map_err(refuse)?;
     let key = host_keys::Entity::find_by_id(parsed.params.key_id.clone())
         .one(&state.db.orm)
@@ -83,7 +88,42 @@ pub async fn authenticate(
     let public = PublicKey::from_spki_der(&key.public_key).map_err(refuse)?;
     parsed.verify(&public).map_err(refuse)?;
     remember_nonce(state, &key.key_id, &parsed.params.nonce, now).await?;
-    Ok((host, key))
+    retire_earlier_keys(state, &key, now).await?;
+    Ok((host, key, parsed))
+}
+
+/// Revokes the host's keys issued before `key`, now that `key` is proven in use. A read first,
+/// so that the usual call (nothing to retire) writes nothing.
+async fn retire_earlier_keys(
+    state: &AppState,
+    key: &host_keys::Model,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    let retired: Vec<String> = host_keys::Entity::find()
+        .filter(host_keys::Column::HostId.eq(key.host_id))
+        .filter(host_keys::Column::KeyId.ne(key.key_id.as_str()))
+        .filter(host_keys::Column::RevokedAt.is_null())
+        .filter(host_keys::Column::CreatedAt.lte(key.created_at))
+        .all(&state.db.orm)
+        .await?
+        .into_iter()
+        .map(|k| k.key_id)
+        .collect();
+    if retired.is_empty() {
+        return Ok(());
+    }
+    host_keys::Entity::update_many()
+        .col_expr(host_keys::Column::RevokedAt, Expr::value(Some(now)))
+        .filter(host_keys::Column::KeyId.is_in(retired.iter().map(String::as_str)))
+        .filter(host_keys::Column::RevokedAt.is_null())
+        .exec(&state.db.orm)
+        .await?;
+    tracing::info!(
+        key_id = %key.key_id,
+        retired = ?retired,
+        "first use of a host key: earlier keys revoked"
+    );
+    Ok(())
 }
 
 /// Records `(key_id, nonce)`; a second use is a replay.
@@ -122,10 +162,11 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Signed<T> {
     fn request_meta() -> Option<MetaRequest> {
         Some(MetaRequest {
             description: Some(
-                "JSON, optionally `Content-Encoding: gzip` (at most 16 MiB decompressed), signed \
-                 per RFC 9421 with the key the service certified: `Signature-Input` covering \
-                 `@method`, `@authority`, `@path`, `@query` when present and `content-digest` \
-                 (RFC 9530, sha-256), with `created`, `keyid` and `nonce`.",
+                "JSON, optionally `Content-Encoding: gzip` (at most 16 MiB as sent and \
+                 decompressed), signed per RFC 9421 with the key the service certified: \
+                 `Signature-Input` covering `@method`, `@authority`, `@path`, `@query` when \
+                 present and `content-digest` (RFC 9530, sha-256), with `created`, `keyid` and \
+                 `nonce`. The body is read only once the signature is verified.",
             ),
             content: vec![MetaMediaType {
                 content_type: "application/json",
@@ -143,14 +184,16 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Signed<T> {
         let state = req.data::<AppState>().ok_or_else(|| {
             ApiError::Internal(anyhow::anyhow!("the application state is missing"))
         })?;
-        let raw = body
-            .take()?
-            .into_bytes_limit(crate::middleware::AGENT_BODY_LIMIT)
-            .await
-            .map_err(|_| ApiError::PayloadTooLarge)?;
         let now = state.clock.now();
-        let (host, key) = authenticate(state, req, &raw, now).await?;
-        let decoded = body::decode(&raw, req.header("content-encoding"))?;
+        let (host, key, signature) = authenticate(state, req, now).await?;
+        limits::signed_call(state, host.id, now).await?;
+        let mut check = signature.body_check();
+        let raw = body::read(body.take()?, body::MAX_SIGNED, |piece| {
+            check.update(piece).map_err(refuse)
+        })
+        .await?;
+        check.finish().map_err(refuse)?;
+        let decoded = body::decode(&raw, req.header("content-encoding"), body::MAX_SIGNED)?;
         let parsed = body::json(&decoded)?;
         Ok(Signed {
             host,

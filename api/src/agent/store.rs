@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use entities::{enrollment_tokens, host_days, host_labels, host_packages, host_updates, hosts};
+use entities::{
+    enrollment_tokens, host_days, host_keys, host_labels, host_packages, host_updates, hosts,
+};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
     Set,
@@ -24,29 +26,6 @@ const DELETE_CHUNK: usize = 200;
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
     serde_json::to_string(value).map_err(|e| ApiError::Internal(e.into()))
-}
-
-fn bounded(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
-    if value.is_empty() || value.chars().count() > max {
-        return Err(ApiError::invalid(format!(
-            "{field} must be 1 to {max} characters"
-        )));
-    }
-    Ok(())
-}
-
-/// Checks what the facts must hold before anything is stored.
-pub fn validate_facts(facts: &Facts) -> Result<(), ApiError> {
-    bounded("facts.hostname", &facts.hostname, 255)?;
-    bounded("facts.machine_id", &facts.machine_id, 255)?;
-    if let Some(permissions) = &facts.agent_permissions
-        && permissions.len() > 64
-    {
-        return Err(ApiError::invalid(
-            "facts.agent_permissions: at most 64 entries",
-        ));
-    }
-    Ok(())
 }
 
 /// Copies the agent-reported facts onto a host row.
@@ -69,8 +48,27 @@ pub fn apply_facts(host: &mut hosts::ActiveModel, facts: &Facts) -> Result<(), A
     Ok(())
 }
 
-/// The host for `machine_id` in the organization: the same one when it enrols again (facts
-/// refreshed), a new pending one otherwise. Labels come from the token.
+/// Revokes every live key of the host at once (re-binding, decommissioning).
+pub async fn revoke_keys<C: ConnectionTrait>(
+    db: &C,
+    host_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    host_keys::Entity::update_many()
+        .col_expr(host_keys::Column::RevokedAt, Expr::value(Some(now)))
+        .filter(host_keys::Column::HostId.eq(host_id))
+        .filter(host_keys::Column::RevokedAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// The host for `machine_id` in the organization (decisions §6). A new machine: a new pending
+/// host, labelled from the token. A host that never checked in, or was decommissioned: the
+/// same host, re-bound (every earlier key revoked, facts refreshed, pending again under the new
+/// token). A host that has checked in and is not decommissioned: 409 `conflict`, since
+/// otherwise anyone holding an enrollment token and the host's (visible) machine id could take
+/// it over.
 pub async fn enrol_host(
     txn: &DatabaseTransaction,
     token: &enrollment_tokens::Model,
@@ -83,29 +81,32 @@ pub async fn enrol_host(
         .one(txn)
         .await?;
     if let Some(host) = existing {
-        let revived = host.decommissioned_at.is_some();
+        if host.decommissioned_at.is_none() && host.last_seen_at.is_some() {
+            return Err(ApiError::Conflict(
+                "A host with this machine_id has checked in and is not decommissioned. \
+                 Decommission it first to enrol the machine again; a running agent renews its \
+                 certificate with its current key instead."
+                    .into(),
+            ));
+        }
+        revoke_keys(txn, host.id, now).await?;
+        // A new admission: pending until its first check-in, which charges the new token.
         let mut changed: hosts::ActiveModel = host.into();
         apply_facts(&mut changed, facts)?;
-        if revived {
-            // Enrolling again after decommissioning is a new admission: pending until its first
-            // check-in, which charges a use again.
-            changed.decommissioned_at = Set(None);
-            changed.status = Set("pending".into());
-            changed.last_seen_at = Set(None);
-            changed.enrollment_token_id = Set(Some(token.id));
-        }
+        changed.decommissioned_at = Set(None);
+        changed.status = Set("pending".into());
+        changed.last_seen_at = Set(None);
+        changed.enrollment_token_id = Set(Some(token.id));
         changed.updated_at = Set(now);
         let host = changed.update(txn).await?;
-        if revived {
-            record_event(
-                txn,
-                &host,
-                "enrolled",
-                Some(serde_json::json!({"again": true})),
-                now,
-            )
-            .await?;
-        }
+        record_event(
+            txn,
+            &host,
+            "enrolled",
+            Some(serde_json::json!({"again": true})),
+            now,
+        )
+        .await?;
         return Ok(host);
     }
     let labels: BTreeMap<String, String> = serde_json::from_str(&token.labels).unwrap_or_default();

@@ -303,7 +303,8 @@ fn advisory(url: &str) -> Value {
 
 fn with_update(agent: &TestAgent, advisory: Value) -> Value {
     let mut body = agent.check_in_body("inv");
-    body["packages"] = json!([{"name": "openssl", "version": "3.0.13-0ubuntu3.1", "arch": "amd64"}]);
+    body["packages"] =
+        json!([{"name": "openssl", "version": "3.0.13-0ubuntu3.1", "arch": "amd64"}]);
     body["updates"] = json!([{"name": "openssl", "arch": "amd64", "from_version": "3.0.13-0ubuntu3.1",
         "to_version": "3.0.13-0ubuntu3.4", "ecosystem": "deb", "security": true,
         "advisories": [advisory]}]);
@@ -319,14 +320,22 @@ async fn agent_supplied_strings_are_bounded_and_advisory_links_are_https() {
         let app = &app;
         async move {
             agent
-                .post(app, "/v1/agent/check-in", &body, app.clock_now(), Tamper::None)
+                .post(
+                    app,
+                    "/v1/agent/check-in",
+                    &body,
+                    app.clock_now(),
+                    Tamper::None,
+                )
                 .await
         }
     };
     let refused = |answer: tests::TestResponse, field: &str| {
         let problem = answer.assert_problem(400, "invalid-request");
         assert!(
-            problem["detail"].as_str().is_some_and(|d| d.contains(field)),
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(field)),
             "the detail names {field}: {problem}"
         );
     };
@@ -411,7 +420,10 @@ async fn control_characters_are_refused_in_host_display_names_and_notes() {
             "{problem}"
         );
     }
-    let answer = patch(json!({"display_name": "Datenbank – primär", "notes": "Line one\n\tindented\nLine three"})).await;
+    let answer = patch(
+        json!({"display_name": "Datenbank – primär", "notes": "Line one\n\tindented\nLine three"}),
+    )
+    .await;
     assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
     let host = answer.json();
     assert_eq!(host["display_name"], "Datenbank – primär");
@@ -439,7 +451,13 @@ async fn an_inventory_that_returns_to_an_earlier_digest_is_evaluated_again() {
         body["packages"] = json!([]);
         body["updates"] = updates.clone();
         let answer = agent
-            .post(&app, "/v1/agent/check-in", &body, app.clock_now(), Tamper::None)
+            .post(
+                &app,
+                "/v1/agent/check-in",
+                &body,
+                app.clock_now(),
+                Tamper::None,
+            )
             .await;
         assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
         app.run_pending_jobs().await;

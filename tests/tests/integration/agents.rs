@@ -121,11 +121,13 @@ async fn an_agent_enrols_checks_in_and_is_charged_once_on_first_check_in() {
         .expect("count");
     assert_eq!(days, 1, "one billable day, however many check-ins");
 
-    // The same machine enrolling again gets the same host back.
+    // The same machine enrolling again while its host is alive is refused (decisions §6).
     let mut again = TestAgent::new("web-1-renamed");
     again.machine_id = agent.machine_id.clone();
-    let re = again.enroll(&app, &value).await;
-    assert_eq!(re.json()["host_id"], host_id.as_str());
+    again
+        .enroll(&app, &value)
+        .await
+        .assert_problem(409, "conflict");
     app.stop().await;
 }
 

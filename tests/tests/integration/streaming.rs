@@ -150,7 +150,12 @@ async fn an_agent_call_without_a_valid_signature_is_refused_before_its_body_is_r
 }
 
 /// Sends `body` signed by `agent` over HTTP/2, streamed in pieces without a length.
-async fn signed_h2(app: &TestApp, agent: &TestAgent, body: Vec<u8>, signed_over: &[u8]) -> TestResponse {
+async fn signed_h2(
+    app: &TestApp,
+    agent: &TestAgent,
+    body: Vec<u8>,
+    signed_over: &[u8],
+) -> TestResponse {
     let (input, signature, digest) = agent.sign(
         &test_authority(),
         "POST",
@@ -183,9 +188,11 @@ async fn a_signed_body_is_checked_against_its_digest_as_it_streams_in() {
     assert_eq!(agent.enroll(&app, &token).await.status.as_u16(), 201);
 
     let mut body = agent.check_in_body("d1");
-    body["packages"] = json!((0..2000)
-        .map(|i| json!({"name": format!("package-{i}"), "version": "1.0", "arch": "amd64"}))
-        .collect::<Vec<_>>());
+    body["packages"] = json!(
+        (0..2000)
+            .map(|i| json!({"name": format!("package-{i}"), "version": "1.0", "arch": "amd64"}))
+            .collect::<Vec<_>>()
+    );
     let bytes = serde_json::to_vec(&body).expect("json");
     assert!(bytes.len() > 64 * 1024, "several HTTP/2 frames");
     let answer = signed_h2(&app, &agent, bytes.clone(), &bytes).await;
@@ -209,10 +216,9 @@ async fn a_signed_body_is_checked_against_its_digest_as_it_streams_in() {
 }
 
 fn enrolment(token: &str, agent: &TestAgent, padding: usize) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec(
-        &json!({"token": token, "csr": agent.csr(), "facts": agent.facts()}),
-    )
-    .expect("json");
+    let mut bytes =
+        serde_json::to_vec(&json!({"token": token, "csr": agent.csr(), "facts": agent.facts()}))
+            .expect("json");
     // Whitespace inside the object: still the same, valid enrolment.
     let end = bytes.pop();
     bytes.resize(bytes.len() + padding, b' ');
