@@ -310,9 +310,11 @@ fn selector_condition(org_id: Uuid, selector: &Selector) -> Condition {
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
 pub struct HostPatch {
-    /// At most 255 characters; null clears it; absent leaves it.
+    /// At most 255 characters, no control characters or direction overrides; null clears it;
+    /// absent leaves it.
     pub display_name: MaybeUndefined<Text>,
-    /// At most 10,000 characters; null clears them; absent leaves them.
+    /// At most 10,000 characters, no control characters but line feeds and tabs, no direction
+    /// overrides; null clears them; absent leaves them.
     pub notes: MaybeUndefined<Text>,
     /// Replaces the whole set (never merges): at most 64; keys 1–63 letters, digits, `-`, `_`,
     /// `.`, `/`; values at most 255 characters. A change queues the host for evaluation.
@@ -340,10 +342,13 @@ pub enum Decommissioned {
 
 type HostErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
 
+/// A text field people set and others are shown: bounded, and free of control characters
+/// (`multiline` text may hold line feeds and tabs).
 fn optional_text(
     field: &str,
     value: MaybeUndefined<Text>,
     max: usize,
+    multiline: bool,
 ) -> Result<MaybeUndefined<String>, ApiError> {
     Ok(match value {
         MaybeUndefined::Undefined => MaybeUndefined::Undefined,
@@ -354,6 +359,7 @@ fn optional_text(
                     "{field} must be at most {max} characters"
                 )));
             }
+            input::showable(field, &text, multiline)?;
             let trimmed = text.trim();
             if trimmed.is_empty() {
                 MaybeUndefined::Null
@@ -509,8 +515,9 @@ impl HostsApi {
 
     /// Edit a host: every field optional, an absent field left alone. `labels` replaces the
     /// whole set, never merges, and queues the host for evaluation so its proposals and label
-    /// groups catch up. 400 for too many labels, an empty key, or a display name (over 255) or
-    /// notes (over 10,000 characters) that are too long.
+    /// groups catch up. 400 for too many labels, an empty key, a display name (over 255) or
+    /// notes (over 10,000 characters) that are too long, or control characters or Unicode
+    /// direction overrides in either (notes may hold line feeds and tabs).
     #[oai(
         path = "/v1/orgs/:org/hosts/:host_id",
         method = "patch",
@@ -534,8 +541,9 @@ impl HostsApi {
         )>,
     > {
         let body = body.0;
-        let display_name = optional_text("display_name", body.display_name, MAX_DISPLAY_NAME)?;
-        let notes = optional_text("notes", body.notes, MAX_NOTES)?;
+        let display_name =
+            optional_text("display_name", body.display_name, MAX_DISPLAY_NAME, false)?;
+        let notes = optional_text("notes", body.notes, MAX_NOTES, true)?;
         let labels = body
             .labels
             .as_ref()
@@ -593,8 +601,8 @@ impl HostsApi {
         Ok(Json(host_view(updated, groups, proposals)))
     }
 
-    /// Decommission a host: its certificate stops working at once and it stops counting for
-    /// billing. An already decommissioned host is 409 `invalid-state`.
+    /// Decommission a host: every key it was certified for is revoked at once and it stops
+    /// counting for billing; enrolling the machine again binds it to a new key. An already decommissioned host is 409 `invalid-state`.
     #[oai(
         path = "/v1/orgs/:org/hosts/:host_id/decommission",
         method = "post",
@@ -625,6 +633,9 @@ impl HostsApi {
         changed.status = Set("decommissioned".into());
         changed.updated_at = Set(now);
         let updated = changed.update(&txn).await?;
+        // Every key at once, pending renewals included: should the machine come back, only an
+        // enrolment with a new key admits it again.
+        crate::agent::store::revoke_keys(&txn, host.id, now).await?;
         record_event(&txn, &updated, "decommissioned", None, now).await?;
         Entry::new("host.decommissioned")
             .org(org.org_id())

@@ -92,6 +92,32 @@ pub fn name(field: &str, raw: &str) -> Result<String, ApiError> {
     Ok(value.to_owned())
 }
 
+/// Whether `c` changes how the text around it is shown rather than being shown itself: a
+/// control character (C0, DEL, C1: terminal escapes, carriage returns) or a Unicode
+/// bidirectional embedding, override or isolate (text that reads differently than it is).
+pub fn is_unshowable(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Refuses text people are shown that carries [`is_unshowable`] characters; `multiline` text
+/// (notes) may hold line feeds and tabs.
+pub fn showable(field: &str, value: &str, multiline: bool) -> Result<(), ApiError> {
+    if value
+        .chars()
+        .any(|c| is_unshowable(c) && !(multiline && matches!(c, '\n' | '\t')))
+    {
+        let allowed = if multiline {
+            " other than line feeds and tabs"
+        } else {
+            ""
+        };
+        return Err(ApiError::invalid(format!(
+            "{field} must not contain control characters{allowed}"
+        )));
+    }
+    Ok(())
+}
+
 /// An IANA time zone name such as `Europe/London`.
 pub fn time_zone(field: &str, raw: &str) -> Result<String, ApiError> {
     raw.parse::<chrono_tz::Tz>()
@@ -199,6 +225,26 @@ mod tests {
         for bad in ["ab", "Acme", "acme_1", &"a".repeat(41), "ac me"] {
             assert!(Slug::parse("slug", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn unshowable_characters_are_refused_except_line_breaks_in_multiline_text() {
+        assert!(showable("f", "Datenbank – primär 🚀", false).is_ok());
+        assert!(showable("f", "one\n\ttwo", true).is_ok());
+        for bad in [
+            "a\u{1b}[2J",
+            "a\rb",
+            "a\u{0}",
+            "a\u{7f}",
+            "a\u{9b}",
+            "a\u{202e}b",
+            "a\u{2067}",
+        ] {
+            assert!(showable("f", bad, true).is_err(), "{bad:?}");
+            assert!(showable("f", bad, false).is_err(), "{bad:?}");
+        }
+        assert!(showable("f", "a\nb", false).is_err());
+        assert!(showable("f", "a\tb", false).is_err());
     }
 
     #[test]
