@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::client_ip,
+    client_address,
     error::{ApiError, ErrorStatus, TooManyRequests},
     rate_limit::{self, Limit},
 };
@@ -40,12 +40,11 @@ fn refuse(decision: rate_limit::Decision) -> Result<(), ApiError> {
     }
 }
 
-/// Takes one enrolment from the client address's bucket.
+/// Takes one enrolment from the client address's bucket (an IPv6 client's /64).
 pub async fn enrolment(state: &AppState, req: &Request) -> Result<(), ApiError> {
-    let ip = client_ip(req).unwrap_or_else(|| "unknown".into());
     let decision = rate_limit::take(
         &state.db,
-        &format!("enrol-ip:{ip}"),
+        &format!("enrol-ip:{}", client_address::limit_key(req)),
         ENROL_PER_ADDRESS,
         state.clock.now(),
     )
