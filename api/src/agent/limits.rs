@@ -9,8 +9,7 @@ use poem_openapi::registry::MetaHeader;
 use uuid::Uuid;
 
 use crate::{
-    AppState,
-    client_address,
+    AppState, client_address,
     error::{ApiError, ErrorStatus, TooManyRequests},
     rate_limit::{self, Limit},
 };

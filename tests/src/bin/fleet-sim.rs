@@ -429,6 +429,10 @@ async fn enroll(
                     .unwrap_or(1);
                 tokio::time::sleep(Duration::from_secs(wait.clamp(1, 30))).await;
             }
+            409 => bail!(
+                "enrolment refused: a host with this machine id has checked in already \
+                 (decommission the simulated hosts, or run with another --seed)"
+            ),
             status => bail!("enrolment refused: {status}"),
         }
     }
