@@ -371,6 +371,12 @@ error_status!(
     "`unavailable`: the service is not ready (its database does not answer or is not migrated)."
 );
 
+error_status!(
+    PayloadTooLarge,
+    413,
+    "`payload-too-large`: the request body is over the size limit; nothing was read further or changed."
+);
+
 /// 429 with its headers.
 pub struct TooManyRequests;
 impl ErrorStatus for TooManyRequests {
@@ -399,6 +405,19 @@ impl ErrorStatus for TooManyRequests {
 /// A set of documented error statuses: a tuple of [`ErrorStatus`] types.
 pub trait ErrorSet {
     fn responses() -> Vec<MetaResponse>;
+}
+
+/// Adds `E` to an operation's documented answers, in status order, unless it is there already.
+pub fn document<E: ErrorStatus>(responses: &mut MetaResponses) {
+    let list = &mut responses.responses;
+    if list.iter().any(|r| r.status == Some(E::STATUS)) {
+        return;
+    }
+    let at = list
+        .iter()
+        .position(|r| r.status.is_some_and(|s| s > E::STATUS))
+        .unwrap_or(list.len());
+    list.insert(at, meta_response::<E>());
 }
 
 fn meta_response<E: ErrorStatus>() -> MetaResponse {

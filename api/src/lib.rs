@@ -18,6 +18,7 @@ pub mod invitations;
 pub mod me;
 pub mod members;
 pub mod middleware;
+pub mod openapi;
 pub mod orgs;
 pub mod paging;
 pub mod policies;
@@ -38,7 +39,7 @@ pub const TITLE: &str = "Fleet Update Management Service";
 
 /// All operations, as one OpenAPI service.
 pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + use<>, ()> {
-    let apis = (
+    let apis = openapi::Documented((
         health::HealthApi {
             state: state.clone(),
         },
@@ -57,7 +58,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         comments::CommentsApi,
         agent::api::AgentApi,
         agent::jobs::AgentJobsApi,
-    );
+    ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("openapi_intro.md"))
         .server(state.config.base_url.as_str().trim_end_matches('/'))

@@ -53,3 +53,25 @@ async fn the_openapi_document_is_served_and_matches_the_snapshot() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn every_operation_that_takes_a_body_documents_413() {
+    let app = TestApp::new().await;
+    let served: Value = app.get("/v1/openapi.json").await.json();
+    let mut with_body = 0;
+    for (path, item) in served["paths"].as_object().into_iter().flatten() {
+        for (method, operation) in item.as_object().into_iter().flatten() {
+            if operation.get("requestBody").is_none() {
+                continue;
+            }
+            with_body += 1;
+            let answer = &operation["responses"]["413"];
+            assert!(
+                answer["content"]["application/problem+json"].is_object(),
+                "{method} {path} takes a body and must document 413 payload-too-large"
+            );
+        }
+    }
+    assert!(with_body > 0, "some operations take a body");
+    app.stop().await;
+}
