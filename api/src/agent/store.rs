@@ -90,7 +90,7 @@ pub async fn enrol_host(
             // Enrolling again after decommissioning is a new admission: pending until its first
             // check-in, which charges a use again.
             changed.decommissioned_at = Set(None);
-            changed.status = Set("pending".into());
+            changed.status = Set(domain::HostStatus::Pending.to_string());
             changed.last_seen_at = Set(None);
             changed.enrollment_token_id = Set(Some(token.id));
         }
@@ -124,7 +124,7 @@ pub async fn enrol_host(
         updates_security: Set(None),
         updates_requiring_reboot: Set(None),
         advisory_coverage: Set("unknown_release".into()),
-        status: Set("pending".into()),
+        status: Set(domain::HostStatus::Pending.to_string()),
         enrollment_token_id: Set(Some(token.id)),
         inventory_digest: Set(None),
         check_in_interval_s: Set(CHECK_IN_INTERVAL_S),

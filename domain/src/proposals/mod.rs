@@ -207,6 +207,23 @@ pub async fn open_window<C: ConnectionTrait>(
     Ok(moved)
 }
 
+/// An agent picked up one of an approved proposal's jobs: `applying`. Conditional on the
+/// proposal being `approved`, so later jobs (or a settled proposal) leave it as it is.
+pub async fn begin_applying<C: ConnectionTrait>(
+    txn: &C,
+    proposal_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    move_if(
+        txn,
+        proposal_id,
+        ProposalStatus::Approved,
+        ProposalStatus::Applying,
+        now,
+    )
+    .await
+}
+
 /// A snoozed proposal whose snooze ran out: `open` again. Conditional on it still being
 /// snoozed; returns whether this call moved it.
 pub async fn reopen<C: ConnectionTrait>(

@@ -324,18 +324,12 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     );
 
     // Re-evaluating the same inventory changes nothing.
-    let deps = worker::Deps::new(
-        app.state.config.clone(),
-        app.state.db.clone(),
-        Arc::new(app.clock.clone()),
-    )
-    .expect("deps");
     let policy_id = platform::ids::parse_id("pol", &text(&policy["id"])).expect("pol id");
     app.clock.advance(chrono::Duration::minutes(5));
-    worker::jobs::policy::evaluate_policy(&deps, policy_id)
+    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
         .await
         .expect("evaluate");
-    worker::jobs::policy::evaluate_policy(&deps, policy_id)
+    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
         .await
         .expect("evaluate");
     assert_eq!(
@@ -353,7 +347,7 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     .insert(&app.state.db.orm)
     .await
     .expect("kev");
-    worker::jobs::policy::evaluate_policy(&deps, policy_id)
+    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
         .await
         .expect("evaluate");
     let p = fleet.detail(&id).await;
