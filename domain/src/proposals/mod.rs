@@ -1,7 +1,7 @@
 //! The proposal lifecycle: numbering, going ahead (straight away or at the window's next
-//! opening), opening windows, settling on job results, closing, superseding, and the audit
-//! record of each move. Decisions by people are in [`decide`], the checks before approval in
-//! [`preflight`], the jobs an approved proposal hands to agents in [`host_jobs`].
+//! opening), opening windows, closing, superseding, and the audit record of each move.
+//! Decisions by people are in [`decide`], the checks before approval in [`preflight`], the
+//! jobs an approved proposal hands to agents in [`host_jobs`], its end in [`settle`].
 //!
 //! Every function here runs inside the caller's write transaction, so a move and its
 //! consequences commit together or not at all. Moves that may race (a timer and a decision)
@@ -10,6 +10,7 @@
 pub mod decide;
 pub mod host_jobs;
 pub mod preflight;
+pub mod settle;
 
 use chrono::{DateTime, Utc};
 use entities::{audit_events, organizations, proposals};
@@ -20,9 +21,10 @@ use sea_orm::{
 use uuid::Uuid;
 
 pub use host_jobs::{JobChange, JobPayload, JobWindow, create_jobs, hosts_of};
+pub use settle::{outcome, settle};
 
 use crate::{
-    status::{HostJobStatus, ProposalStatus},
+    status::ProposalStatus,
     window::{StoredWindow, UnreadableWindow},
 };
 
@@ -322,109 +324,4 @@ pub async fn supersede<C: ConnectionTrait>(
         now,
     )
     .await
-}
-
-/// How a proposal ends once every one of its jobs has: `applied` (all succeeded), `failed`
-/// (none did) or `partially_applied`; `None` while a job is unfinished or there is none.
-pub fn outcome(jobs: &[HostJobStatus]) -> Option<ProposalStatus> {
-    if jobs.is_empty() || jobs.iter().any(|s| HostJobStatus::UNFINISHED.contains(s)) {
-        return None;
-    }
-    let succeeded = jobs
-        .iter()
-        .filter(|s| **s == HostJobStatus::Succeeded)
-        .count();
-    Some(if succeeded == jobs.len() {
-        ProposalStatus::Applied
-    } else if succeeded == 0 {
-        ProposalStatus::Failed
-    } else {
-        ProposalStatus::PartiallyApplied
-    })
-}
-
-/// After a job finished: when every job of its proposal has, the proposal takes its
-/// [`outcome`]. Conditional on the proposal still going ahead, so it settles once.
-pub async fn settle<C: ConnectionTrait>(
-    txn: &C,
-    proposal_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let statuses: Vec<HostJobStatus> = entities::host_jobs::Entity::find()
-        .select_only()
-        .column(entities::host_jobs::Column::Status)
-        .filter(entities::host_jobs::Column::ProposalId.eq(proposal_id))
-        .into_tuple::<String>()
-        .all(txn)
-        .await?
-        .into_iter()
-        .map(HostJobStatus::from)
-        .collect();
-    let Some(status) = outcome(&statuses) else {
-        return Ok(());
-    };
-    let succeeded = statuses
-        .iter()
-        .filter(|s| **s == HostJobStatus::Succeeded)
-        .count();
-    let Some(proposal) = proposals::Entity::find_by_id(proposal_id).one(txn).await? else {
-        return Ok(());
-    };
-    let moved = proposals::Entity::update_many()
-        .col_expr(proposals::Column::Status, Expr::value(status.clone()))
-        .col_expr(proposals::Column::ClosedAt, Expr::value(Some(now)))
-        .col_expr(proposals::Column::UpdatedAt, Expr::value(now))
-        .filter(proposals::Column::Id.eq(proposal_id))
-        .filter(proposals::Column::Status.is_in(ProposalStatus::IN_FLIGHT))
-        .exec(txn)
-        .await?
-        .rows_affected
-        == 1;
-    if moved {
-        let action = if status == ProposalStatus::Failed {
-            "proposal.failed"
-        } else {
-            "proposal.applied"
-        };
-        record(
-            txn,
-            &proposal,
-            action,
-            None,
-            serde_json::json!({ "status": status, "succeeded": succeeded, "jobs": statuses.len() }),
-            now,
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use HostJobStatus::*;
-
-    #[test]
-    fn a_proposal_settles_only_when_every_job_has_finished() {
-        assert_eq!(outcome(&[]), None);
-        assert_eq!(outcome(&[Succeeded, Pending]), None);
-        assert_eq!(outcome(&[Failed, Dispatched]), None);
-        assert_eq!(
-            outcome(&[Succeeded, Succeeded]),
-            Some(ProposalStatus::Applied)
-        );
-        assert_eq!(outcome(&[Failed, Failed]), Some(ProposalStatus::Failed));
-        assert_eq!(
-            outcome(&[Succeeded, Failed]),
-            Some(ProposalStatus::PartiallyApplied)
-        );
-    }
-
-    #[test]
-    fn a_job_status_this_build_does_not_know_counts_as_finished_but_not_succeeded() {
-        assert_eq!(
-            outcome(&[Succeeded, Other("cancelled".into())]),
-            Some(ProposalStatus::PartiallyApplied)
-        );
-    }
 }
