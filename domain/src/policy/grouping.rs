@@ -139,9 +139,11 @@ pub struct InFlight {
     pub releases: HashSet<(Uuid, String)>,
 }
 
-/// An available update as a host reports it.
-#[derive(Clone, Debug)]
+/// An available update as a host reports it (a `host_updates` row).
+#[derive(Clone, Debug, sea_orm::FromQueryResult)]
 pub struct Update {
+    pub host_id: Uuid,
+    #[sea_orm(from_alias = "name")]
     pub package: String,
     pub ecosystem: String,
     pub from_version: String,
@@ -181,10 +183,11 @@ impl<'a> Grouping<'a> {
         }
     }
 
-    /// Adds one update `host` reports, unless the policy does not cover it or a proposal
+    /// Adds one update a host reports, unless the policy does not cover it or a proposal
     /// going ahead carries it for the host.
-    pub fn add(&mut self, host: Uuid, update: Update) {
+    pub fn add(&mut self, update: Update) {
         let Update {
+            host_id: host,
             package,
             ecosystem,
             from_version,
@@ -310,6 +313,7 @@ mod tests {
 
     fn update(package: &str, from: &str, to: &str, advisories: &str) -> Update {
         Update {
+            host_id: Uuid::nil(),
             package: package.into(),
             ecosystem: "deb".into(),
             from_version: from.into(),
@@ -329,7 +333,10 @@ mod tests {
     fn group(coverage: Coverage, in_flight: &InFlight, reports: Vec<(u128, Update)>) -> Desired {
         let mut grouping = Grouping::new(coverage, in_flight);
         for (h, u) in reports {
-            grouping.add(host(h), u);
+            grouping.add(Update {
+                host_id: host(h),
+                ..u
+            });
         }
         grouping.finish()
     }

@@ -104,19 +104,9 @@ pub async fn desired(
     let hosts = scope_hosts(txn, policy).await?;
     let in_flight = in_flight(txn, policy.id).await?;
     let mut grouping = Grouping::new(Coverage::of(policy), &in_flight);
-    type Row = (
-        Uuid,
-        String,
-        String,
-        String,
-        String,
-        Option<String>,
-        bool,
-        String,
-    );
     for chunk in hosts.chunks(HOST_CHUNK) {
         let ids: Vec<Uuid> = chunk.iter().map(|h| h.id).collect();
-        let rows: Vec<Row> = host_updates::Entity::find()
+        let rows: Vec<Update> = host_updates::Entity::find()
             .select_only()
             .columns([
                 host_updates::Column::HostId,
@@ -129,32 +119,11 @@ pub async fn desired(
                 host_updates::Column::Advisories,
             ])
             .filter(host_updates::Column::HostId.is_in(ids))
-            .into_tuple()
+            .into_model()
             .all(txn)
             .await?;
-        for (
-            host,
-            package,
-            ecosystem,
-            from_version,
-            to_version,
-            source_name,
-            security,
-            advisories,
-        ) in rows
-        {
-            grouping.add(
-                host,
-                Update {
-                    package,
-                    ecosystem,
-                    from_version,
-                    to_version,
-                    source_name,
-                    security,
-                    advisories,
-                },
-            );
+        for update in rows {
+            grouping.add(update);
         }
     }
     for host in &hosts {

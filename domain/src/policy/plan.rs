@@ -195,18 +195,16 @@ mod tests {
         let in_flight = InFlight::default();
         let mut grouping = Grouping::new(Coverage::all(), &in_flight);
         for (host, package, from, to) in reports {
-            grouping.add(
-                Uuid::from_u128(*host),
-                Update {
-                    package: (*package).into(),
-                    ecosystem: "deb".into(),
-                    from_version: (*from).into(),
-                    to_version: (*to).into(),
-                    source_name: None,
-                    security: false,
-                    advisories: "[]".into(),
-                },
-            );
+            grouping.add(Update {
+                host_id: Uuid::from_u128(*host),
+                package: (*package).into(),
+                ecosystem: "deb".into(),
+                from_version: (*from).into(),
+                to_version: (*to).into(),
+                source_name: None,
+                security: false,
+                advisories: "[]".into(),
+            });
         }
         grouping.finish()
     }

@@ -99,18 +99,16 @@ mod tests {
         let in_flight = InFlight::default();
         let mut grouping = Grouping::new(Coverage::all(), &in_flight);
         for (package, advisories) in updates {
-            grouping.add(
-                Uuid::from_u128(1),
-                Update {
-                    package: (*package).into(),
-                    ecosystem: "deb".into(),
-                    from_version: "1".into(),
-                    to_version: "2".into(),
-                    source_name: None,
-                    security: *advisories != "[]",
-                    advisories: (*advisories).into(),
-                },
-            );
+            grouping.add(Update {
+                host_id: Uuid::from_u128(1),
+                package: (*package).into(),
+                ecosystem: "deb".into(),
+                from_version: "1".into(),
+                to_version: "2".into(),
+                source_name: None,
+                security: *advisories != "[]",
+                advisories: (*advisories).into(),
+            });
         }
         grouping.finish()
     }
