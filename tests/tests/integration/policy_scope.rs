@@ -6,49 +6,30 @@ use entities::{policies, proposals};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::{Value, json};
-use tests::{
-    As, Session, TestApp,
-    agent::{Tamper, TestAgent},
-};
+use tests::{As, TestApp, agent::TestAgent};
 
-fn update(name: &str, from: &str, to: &str) -> Value {
-    json!({
-        "name": name, "arch": "amd64", "from_version": from, "to_version": to,
-        "ecosystem": "deb", "source_name": name, "security": false,
-        "requires_reboot": false, "advisories": [],
-    })
-}
+use crate::proposals::Fleet;
 
+/// The proposals tests' fleet, with what these tests ask of it.
 struct Org<'a> {
     app: &'a TestApp,
-    owner: Session,
-    token: String,
+    fleet: Fleet<'a>,
 }
 
 impl<'a> Org<'a> {
     async fn new(app: &'a TestApp) -> Org<'a> {
-        let owner = app.sign_up("owner@acme.test", "acme").await;
-        let created = Org::call_as(
+        Org {
             app,
-            &owner,
-            Method::POST,
-            "/v1/orgs/acme/enrollment-tokens",
-            json!({"name": "fleet"}),
-        )
-        .await;
-        let token = created["token"].as_str().unwrap_or_default().to_owned();
-        Org { app, owner, token }
+            fleet: Fleet::new(app).await,
+        }
     }
 
-    async fn call_as(
-        app: &TestApp,
-        who: &Session,
-        method: Method,
-        path: &str,
-        body: Value,
-    ) -> Value {
-        let body = (method != Method::GET).then_some(body);
-        let answer = app.call(As::Session(who), method, path, body).await;
+    /// A call by the owner that must succeed; its answer.
+    async fn call(&self, method: Method, path: &str, body: Value) -> Value {
+        let answer = self
+            .app
+            .call(As::Session(&self.fleet.owner), method, path, Some(body))
+            .await;
         assert!(
             answer.status.is_success(),
             "{path}: {} {}",
@@ -58,41 +39,19 @@ impl<'a> Org<'a> {
         answer.json()
     }
 
-    async fn call(&self, method: Method, path: &str, body: Value) -> Value {
-        Org::call_as(self.app, &self.owner, method, path, body).await
-    }
-
     /// Enrols `hostname` and reports `updates`.
     async fn host(&self, hostname: &str, updates: Value) -> TestAgent {
-        let mut agent = TestAgent::new(hostname);
-        let enrolled = agent.enroll(self.app, &self.token).await;
-        assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
-        self.report(&agent, updates).await;
-        agent
+        self.fleet.host(hostname, updates, json!({})).await
     }
 
     /// A check-in with a new inventory: the host is evaluated, and so are its policies.
     async fn report(&self, agent: &TestAgent, updates: Value) {
-        let digest = uuid::Uuid::now_v7().simple().to_string();
-        let mut body = agent.check_in_body(&digest);
-        body["packages"] = json!([]);
-        body["updates"] = updates;
-        let answer = agent
-            .post(
-                self.app,
-                "/v1/agent/check-in",
-                &body,
-                self.app.clock_now(),
-                Tamper::None,
-            )
-            .await;
-        assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+        self.fleet.report(agent, updates, json!({})).await
     }
 
+    /// Creates a policy: its id as shown and as stored.
     async fn policy(&self, body: Value) -> (String, uuid::Uuid) {
-        let created = self
-            .call(Method::POST, "/v1/orgs/acme/policies", body)
-            .await;
+        let created = self.fleet.policy(body).await;
         let id = created["id"].as_str().unwrap_or_default().to_owned();
         let uuid = platform::ids::parse_id("pol", &id).expect("pol id");
         (id, uuid)
@@ -100,24 +59,14 @@ impl<'a> Org<'a> {
 
     /// The policy's proposals, newest first.
     async fn proposals(&self, policy: &str) -> Vec<Value> {
-        let list = self
-            .call(
-                Method::GET,
-                &format!("/v1/orgs/acme/proposals?policy={policy}"),
-                json!(null),
-            )
-            .await;
-        list["items"].as_array().cloned().unwrap_or_default()
+        self.fleet.list(&format!("?policy={policy}")).await
     }
 
+    /// The hostnames a proposal targets.
     async fn targets(&self, proposal: &Value) -> Vec<String> {
-        let id = proposal["id"].as_str().unwrap_or_default();
         let detail = self
-            .call(
-                Method::GET,
-                &format!("/v1/orgs/acme/proposals/{id}"),
-                json!(null),
-            )
+            .fleet
+            .detail(proposal["id"].as_str().unwrap_or_default())
             .await;
         detail["targets"]
             .as_array()
@@ -128,6 +77,10 @@ impl<'a> Org<'a> {
             })
             .unwrap_or_default()
     }
+}
+
+fn update(name: &str, from: &str, to: &str) -> Value {
+    crate::proposals::update(name, from, to, json!([]))
 }
 
 fn scope_policy(name: &str, scope: Value) -> Value {

@@ -17,7 +17,7 @@ use tests::{
 };
 
 /// An update as an agent reports it.
-fn update(name: &str, from: &str, to: &str, advisories: Value) -> Value {
+pub(crate) fn update(name: &str, from: &str, to: &str, advisories: Value) -> Value {
     json!({
         "name": name, "arch": "amd64", "from_version": from, "to_version": to,
         "ecosystem": "deb", "source_name": name, "security": advisories.as_array().is_some_and(|a| !a.is_empty()),
@@ -30,14 +30,15 @@ fn usn(id: &str, severity: &str, cve: &str) -> Value {
             "url": format!("https://ubuntu.com/security/notices/{id}"), "cves": [cve]}])
 }
 
-struct Fleet<'a> {
+/// An organization with an owner and an enrollment token, and the calls its tests make.
+pub(crate) struct Fleet<'a> {
     app: &'a TestApp,
-    owner: Session,
+    pub(crate) owner: Session,
     token: String,
 }
 
 impl<'a> Fleet<'a> {
-    async fn new(app: &'a TestApp) -> Fleet<'a> {
+    pub(crate) async fn new(app: &'a TestApp) -> Fleet<'a> {
         let owner = app.sign_up("owner@acme.test", "acme").await;
         let created = app
             .call(
@@ -56,7 +57,7 @@ impl<'a> Fleet<'a> {
     }
 
     /// Enrols a host and checks it in with `updates` (and `extra` check-in fields).
-    async fn host(&self, hostname: &str, updates: Value, extra: Value) -> TestAgent {
+    pub(crate) async fn host(&self, hostname: &str, updates: Value, extra: Value) -> TestAgent {
         let mut agent = TestAgent::new(hostname);
         let enrolled = agent.enroll(self.app, &self.token).await;
         assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
@@ -65,7 +66,7 @@ impl<'a> Fleet<'a> {
     }
 
     /// Checks `agent` in with a new inventory.
-    async fn report(&self, agent: &TestAgent, updates: Value, extra: Value) {
+    pub(crate) async fn report(&self, agent: &TestAgent, updates: Value, extra: Value) {
         let digest = uuid::Uuid::now_v7().simple().to_string();
         let mut body = agent.check_in_body(&digest);
         body["packages"] = json!([]);
@@ -102,7 +103,7 @@ impl<'a> Fleet<'a> {
         (agent, id)
     }
 
-    async fn policy(&self, body: Value) -> Value {
+    pub(crate) async fn policy(&self, body: Value) -> Value {
         let created = self
             .app
             .call(
@@ -116,7 +117,7 @@ impl<'a> Fleet<'a> {
         created.json()
     }
 
-    async fn list(&self, query: &str) -> Vec<Value> {
+    pub(crate) async fn list(&self, query: &str) -> Vec<Value> {
         let response = self
             .app
             .call(
@@ -142,7 +143,7 @@ impl<'a> Fleet<'a> {
         list
     }
 
-    async fn detail(&self, id: &str) -> Value {
+    pub(crate) async fn detail(&self, id: &str) -> Value {
         let response = self
             .app
             .call(
