@@ -165,7 +165,7 @@ async fn find_group<C: ConnectionTrait>(
 
 /// Policies scoped by groups follow a membership change (coalesced per policy).
 async fn policies_follow(state: &AppState, org_id: Uuid) -> Result<(), ApiError> {
-    worker::jobs::policy::mark_dirty(&state.db, org_id, state.clock.now())
+    domain::policy::mark_dirty(&state.db, org_id, state.clock.now())
         .await
         .map_err(ApiError::Internal)
 }

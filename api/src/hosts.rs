@@ -630,7 +630,7 @@ impl HostsApi {
         }
         let mut changed: hosts::ActiveModel = host.clone().into();
         changed.decommissioned_at = Set(Some(now));
-        changed.status = Set("decommissioned".into());
+        changed.status = Set(domain::HostStatus::Decommissioned.to_string());
         changed.updated_at = Set(now);
         let updated = changed.update(&txn).await?;
         // Every key at once, pending renewals included: should the machine come back, only an

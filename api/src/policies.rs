@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
+use domain::{ProposalStatus, window::StoredWindow};
 use entities::{groups, policies, proposals};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
 use sea_orm::{
@@ -12,7 +13,6 @@ use sea_orm::{
     QuerySelect, Set,
 };
 use uuid::Uuid;
-use worker::proposals::{StoredWindow, UNDECIDED};
 
 use crate::{
     AppState,
@@ -325,7 +325,7 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
             time_zone: value["time_zone"].as_str()?.to_owned(),
             created: row.created_at,
         };
-        let parsed = stored.window();
+        let parsed = stored.window().ok();
         let next_opening = parsed.and_then(|w| {
             if w.is_open(now) {
                 Some(now)
@@ -404,7 +404,7 @@ fn groups_json(groups: &[Uuid]) -> String {
 }
 
 async fn evaluate_soon(state: &AppState, policy_id: Uuid) -> Result<(), ApiError> {
-    worker::jobs::policy::mark_policies_dirty(&state.db, &[policy_id], state.clock.now())
+    domain::policy::mark_policies_dirty(&state.db, &[policy_id], state.clock.now())
         .await
         .map_err(ApiError::Internal)
 }
@@ -599,11 +599,11 @@ impl PoliciesApi {
         let row = find_policy(&txn, org.org_id(), &policy_id).await?;
         let undecided = proposals::Entity::find()
             .filter(proposals::Column::PolicyId.eq(row.id))
-            .filter(proposals::Column::Status.is_in(UNDECIDED))
+            .filter(proposals::Column::Status.is_in(ProposalStatus::UNDECIDED))
             .all(&txn)
             .await?;
         for proposal in undecided {
-            worker::jobs::policy::close(&txn, proposal, now).await?;
+            domain::proposals::close(&txn, proposal, now).await?;
         }
         policies::Entity::delete_by_id(row.id).exec(&txn).await?;
         Entry::new("policy.deleted")

@@ -8,17 +8,24 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
+use domain::{
+    ProposalStatus,
+    proposals::{
+        self as lifecycle,
+        decide::{self, DecisionError, Refusal},
+    },
+    severity,
+};
 use entities::{
     accounts, hosts, known_exploited, proposal_changes, proposal_decisions, proposal_hosts,
     proposals,
 };
 use poem_openapi::{Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 use uuid::Uuid;
-use worker::proposals::{self as domain, OPEN, REJECTED, SCHEDULED, SNOOZED};
 
 use crate::{
     AppState,
@@ -104,8 +111,10 @@ fn summary(p: &proposals::Model) -> ApprovalSummary {
         status: p.status.clone(),
         approvals: i64::from(p.approvals),
         required: i64::from(p.required),
-        outstanding: domain::outstanding(p),
-        scheduled_for: (p.status == SCHEDULED).then_some(p.scheduled_for).flatten(),
+        outstanding: lifecycle::outstanding(p),
+        scheduled_for: (ProposalStatus::of(p) == ProposalStatus::Scheduled)
+            .then_some(p.scheduled_for)
+            .flatten(),
     }
 }
 
@@ -154,9 +163,10 @@ fn policy_ref(p: &proposals::Model) -> Option<PolicyRef> {
 }
 
 fn item(p: proposals::Model) -> ProposalItem {
+    let status = ProposalStatus::of(&p);
     ProposalItem {
         id: platform::ids::format_id("prp", p.id),
-        outstanding: domain::outstanding(&p),
+        outstanding: lifecycle::outstanding(&p),
         policy: policy_ref(&p),
         number: p.number,
         kind: p.kind,
@@ -169,8 +179,12 @@ fn item(p: proposals::Model) -> ProposalItem {
         max_severity: p.max_severity,
         created_at: p.created_at,
         updated_at: p.updated_at,
-        scheduled_for: (p.status == SCHEDULED).then_some(p.scheduled_for).flatten(),
-        snoozed_until: (p.status == SNOOZED).then_some(p.snoozed_until).flatten(),
+        scheduled_for: (status == ProposalStatus::Scheduled)
+            .then_some(p.scheduled_for)
+            .flatten(),
+        snoozed_until: (status == ProposalStatus::Snoozed)
+            .then_some(p.snoozed_until)
+            .flatten(),
         status: p.status,
     }
 }
@@ -402,8 +416,8 @@ async fn detail<C: ConnectionTrait>(
                     severity: a
                         .severity
                         .as_deref()
-                        .and_then(domain::severity_rank)
-                        .map(|r| domain::severity_name(r).to_owned()),
+                        .and_then(severity::rank)
+                        .map(|r| severity::name(r).to_owned()),
                     external_id: a.external_id,
                     source: a.source,
                     title: a.title,
@@ -483,7 +497,7 @@ async fn detail<C: ConnectionTrait>(
 
     Ok(ProposalDetail {
         id: platform::ids::format_id("prp", p.id),
-        outstanding: domain::outstanding(&p),
+        outstanding: lifecycle::outstanding(&p),
         policy: policy_ref(&p),
         release_upgrade: (p.kind == "dist_upgrade")
             .then(|| p.release_upgrade.as_deref().and_then(release_view))
@@ -491,8 +505,12 @@ async fn detail<C: ConnectionTrait>(
         superseded_by: p
             .superseded_by
             .map(|id| platform::ids::format_id("prp", id)),
-        scheduled_for: (p.status == SCHEDULED).then_some(p.scheduled_for).flatten(),
-        snoozed_until: (p.status == SNOOZED).then_some(p.snoozed_until).flatten(),
+        scheduled_for: (ProposalStatus::of(&p) == ProposalStatus::Scheduled)
+            .then_some(p.scheduled_for)
+            .flatten(),
+        snoozed_until: (ProposalStatus::of(&p) == ProposalStatus::Snoozed)
+            .then_some(p.snoozed_until)
+            .flatten(),
         number: p.number,
         kind: p.kind,
         title: p.title,
@@ -515,110 +533,6 @@ async fn detail<C: ConnectionTrait>(
     })
 }
 
-/// Why a proposal cannot go ahead on some of its hosts: a host holds a package its change
-/// touches, has been offline beyond three check-in intervals, is decommissioned, or its agent
-/// does not permit `apply_updates`. An agent too old to report its permissions is not refused.
-async fn preflight(
-    txn: &DatabaseTransaction,
-    p: &proposals::Model,
-    now: DateTime<Utc>,
-) -> Result<Vec<String>, ApiError> {
-    type Row = (
-        Uuid,
-        String,
-        Option<DateTime<Utc>>,
-        i32,
-        Option<DateTime<Utc>>,
-        Option<String>,
-        String,
-    );
-    let rows: Vec<Row> = hosts::Entity::find()
-        .select_only()
-        .columns([
-            hosts::Column::Id,
-            hosts::Column::Hostname,
-            hosts::Column::LastSeenAt,
-            hosts::Column::CheckInIntervalS,
-            hosts::Column::DecommissionedAt,
-            hosts::Column::AgentPermissions,
-            hosts::Column::HeldPackages,
-        ])
-        .filter(hosts::Column::Id.in_subquery(domain::hosts_of(p.id)))
-        .order_by_asc(hosts::Column::Hostname)
-        .into_tuple()
-        .all(txn)
-        .await?;
-    let mut problems = Vec::new();
-    let mut holding: Vec<(Uuid, String, Vec<String>)> = Vec::new();
-    for (id, hostname, last_seen, interval, decommissioned, permissions, held) in rows {
-        if decommissioned.is_some() {
-            problems.push(format!("{hostname} is decommissioned"));
-            continue;
-        }
-        let silent_for = last_seen.map(|seen| now - seen);
-        if silent_for.is_some_and(|d| d > Duration::seconds(3 * i64::from(interval))) {
-            problems.push(format!(
-                "{hostname} has been offline for over three check-ins"
-            ));
-            continue;
-        }
-        if let Some(permissions) = permissions {
-            let list: Vec<String> = serde_json::from_str(&permissions).unwrap_or_default();
-            if !list.iter().any(|p| p == "apply_updates") {
-                problems.push(format!("{hostname}'s agent does not permit apply_updates"));
-                continue;
-            }
-        }
-        let held: Vec<String> = serde_json::from_str(&held).unwrap_or_default();
-        if !held.is_empty() {
-            holding.push((id, hostname, held));
-        }
-    }
-    if holding.is_empty() {
-        return Ok(problems);
-    }
-    let packages_at: HashMap<i32, String> = proposal_changes::Entity::find()
-        .select_only()
-        .column(proposal_changes::Column::Position)
-        .column(proposal_changes::Column::Package)
-        .filter(proposal_changes::Column::ProposalId.eq(p.id))
-        .into_tuple::<(i32, String)>()
-        .all(txn)
-        .await?
-        .into_iter()
-        .collect();
-    for chunk in holding.chunks(500) {
-        let changes: HashMap<Uuid, String> = proposal_hosts::Entity::find()
-            .select_only()
-            .column(proposal_hosts::Column::HostId)
-            .column(proposal_hosts::Column::Changes)
-            .filter(proposal_hosts::Column::ProposalId.eq(p.id))
-            .filter(proposal_hosts::Column::HostId.is_in(chunk.iter().map(|h| h.0)))
-            .into_tuple::<(Uuid, String)>()
-            .all(txn)
-            .await?
-            .into_iter()
-            .collect();
-        for (id, hostname, held) in chunk {
-            let positions: Vec<i32> = changes
-                .get(id)
-                .and_then(|c| serde_json::from_str(c).ok())
-                .unwrap_or_default();
-            let touched = positions
-                .iter()
-                .filter_map(|pos| packages_at.get(pos))
-                .find(|package| held.contains(package));
-            if let Some(package) = touched {
-                problems.push(format!("{hostname} holds {package}"));
-            }
-        }
-    }
-    Ok(problems)
-}
-
-/// Release upgrades agents can carry out today.
-const EXECUTABLE_RELEASE_UPGRADES: [&str; 1] = ["ubuntu"];
-
 fn reason(raw: Option<&Text>, required: bool) -> Result<Option<String>, ApiError> {
     let text = raw.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
     match text {
@@ -630,54 +544,20 @@ fn reason(raw: Option<&Text>, required: bool) -> Result<Option<String>, ApiError
     }
 }
 
-async fn record_decision(
-    txn: &DatabaseTransaction,
-    p: &proposals::Model,
-    account_id: Uuid,
-    decision: &str,
-    reason: Option<String>,
-    now: DateTime<Utc>,
-) -> Result<(), ApiError> {
-    let inserted = proposal_decisions::ActiveModel {
-        id: Set(platform::ids::new_uuid()),
-        proposal_id: Set(p.id),
-        account_id: Set(account_id),
-        decision: Set(decision.to_owned()),
-        reason: Set(reason),
-        approval_of: Set((decision == "approved").then_some(account_id)),
-        at: Set(now),
-    }
-    .insert(txn)
-    .await;
-    match inserted {
-        Ok(_) => Ok(()),
-        Err(e)
-            if matches!(
-                e.sql_err(),
-                Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-            ) =>
-        {
-            Err(already_decided())
+/// A refused decision as the problem it answers (decisions §1).
+fn refused(err: DecisionError) -> ApiError {
+    match err {
+        DecisionError::Db(err) => err.into(),
+        DecisionError::Refused(refusal) => {
+            let kind = match &refusal {
+                Refusal::AlreadyDecided => StateRefusal::AlreadyDecided,
+                Refusal::NotDecidable { .. } => StateRefusal::NotDecidable,
+                Refusal::NotExecutable(_) => StateRefusal::NotExecutable,
+                Refusal::PreflightFailed(_) => StateRefusal::PreflightFailed,
+            };
+            ApiError::state(kind, refusal.to_string())
         }
-        Err(e) => Err(e.into()),
     }
-}
-
-fn already_decided() -> ApiError {
-    ApiError::state(
-        StateRefusal::AlreadyDecided,
-        "You have already approved this proposal.",
-    )
-}
-
-fn not_decidable(p: &proposals::Model) -> ApiError {
-    ApiError::state(
-        StateRefusal::NotDecidable,
-        format!(
-            "Proposal #{} is {}; it can no longer be decided.",
-            p.number, p.status
-        ),
-    )
 }
 
 #[derive(Object)]
@@ -869,61 +749,9 @@ impl ProposalsApi {
         let account_id = org.caller.account_id();
         let txn = state.db.begin_write().await?;
         let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
-        let approved_before = proposal_decisions::Entity::find()
-            .filter(proposal_decisions::Column::ProposalId.eq(p.id))
-            .filter(proposal_decisions::Column::ApprovalOf.eq(account_id))
-            .one(&txn)
-            .await?
-            .is_some();
-        if approved_before {
-            return Err(already_decided().into());
-        }
-        if p.status != OPEN {
-            return Err(not_decidable(&p).into());
-        }
-        if p.kind == "dist_upgrade" {
-            let distro = p
-                .release_upgrade
-                .as_deref()
-                .and_then(release_view)
-                .map(|r| r.distro)
-                .unwrap_or_default();
-            if !EXECUTABLE_RELEASE_UPGRADES.contains(&distro.as_str()) {
-                return Err(ApiError::state(
-                    StateRefusal::NotExecutable,
-                    format!("No agent carries out release upgrades of {distro:?} yet."),
-                )
-                .into());
-            }
-        }
-        let problems = preflight(&txn, &p, now).await?;
-        if !problems.is_empty() {
-            let shown: Vec<&str> = problems.iter().take(5).map(String::as_str).collect();
-            let more = problems.len().saturating_sub(shown.len());
-            let tail = if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            };
-            return Err(ApiError::state(
-                StateRefusal::PreflightFailed,
-                format!(
-                    "Preflight fails on {} host(s): {}{tail}.",
-                    problems.len(),
-                    shown.join("; ")
-                ),
-            )
-            .into());
-        }
-        record_decision(&txn, &p, account_id, "approved", None, now).await?;
-        let approvals = p.approvals.saturating_add(1);
-        let mut changed: proposals::ActiveModel = p.clone().into();
-        changed.approvals = Set(approvals);
-        changed.updated_at = Set(now);
-        let mut p = changed.update(&txn).await?;
-        if approvals >= p.required {
-            p = domain::go_ahead(&txn, p, Some(account_id), now).await?;
-        }
+        let p = decide::approve(&txn, p, account_id, now)
+            .await
+            .map_err(refused)?;
         Entry::new("proposal.approval_given")
             .org(org.org_id())
             .by(&org.caller)
@@ -955,33 +783,9 @@ impl ProposalsApi {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
-        if p.status != OPEN && p.status != SCHEDULED {
-            return Err(not_decidable(&p).into());
-        }
-        record_decision(
-            &txn,
-            &p,
-            org.caller.account_id(),
-            "rejected",
-            why.clone(),
-            now,
-        )
-        .await?;
-        let mut changed: proposals::ActiveModel = p.into();
-        changed.status = Set(REJECTED.into());
-        changed.closed_at = Set(Some(now));
-        changed.scheduled_for = Set(None);
-        changed.updated_at = Set(now);
-        let p = changed.update(&txn).await?;
-        domain::record(
-            &txn,
-            &p,
-            "proposal.rejected",
-            Some(org.caller.account_id()),
-            serde_json::json!({"reason": why}),
-            now,
-        )
-        .await?;
+        let p = decide::reject(&txn, p, org.caller.account_id(), why, now)
+            .await
+            .map_err(refused)?;
         txn.commit().await?;
         Ok(Json(summary(&p)))
     }
@@ -1012,32 +816,9 @@ impl ProposalsApi {
         let why = reason(body.reason.as_ref(), false)?;
         let txn = state.db.begin_write().await?;
         let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
-        if p.status != OPEN {
-            return Err(not_decidable(&p).into());
-        }
-        record_decision(
-            &txn,
-            &p,
-            org.caller.account_id(),
-            "snoozed",
-            why.clone(),
-            now,
-        )
-        .await?;
-        let mut changed: proposals::ActiveModel = p.into();
-        changed.status = Set(SNOOZED.into());
-        changed.snoozed_until = Set(Some(body.until));
-        changed.updated_at = Set(now);
-        let p = changed.update(&txn).await?;
-        domain::record(
-            &txn,
-            &p,
-            "proposal.snoozed",
-            Some(org.caller.account_id()),
-            serde_json::json!({"until": body.until, "reason": why}),
-            now,
-        )
-        .await?;
+        let p = decide::snooze(&txn, p, org.caller.account_id(), body.until, why, now)
+            .await
+            .map_err(refused)?;
         txn.commit().await?;
         Ok(Json(summary(&p)))
     }
@@ -1065,7 +846,7 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
     let ids: BTreeSet<Uuid> = pairs.iter().map(|(_, p)| *p).collect();
     let found: HashMap<Uuid, proposals::Model> = proposals::Entity::find()
         .filter(proposals::Column::Id.is_in(ids))
-        .filter(proposals::Column::Status.is_not_in(domain::FINAL))
+        .filter(proposals::Column::Status.is_not_in(ProposalStatus::FINAL))
         .all(db)
         .await?
         .into_iter()

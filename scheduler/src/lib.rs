@@ -98,6 +98,7 @@ impl Scheduler {
 
     /// Whether a scheduled proposal's window has opened or a snooze has run out by `now`.
     async fn timers_due(&self, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        use domain::ProposalStatus;
         use entities::proposals::{Column, Entity};
         use sea_orm::{ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter};
         let due = Entity::find()
@@ -105,12 +106,12 @@ impl Scheduler {
                 Condition::any()
                     .add(
                         Condition::all()
-                            .add(Column::Status.eq("scheduled"))
+                            .add(Column::Status.eq(ProposalStatus::Scheduled))
                             .add(Column::ScheduledFor.lte(now)),
                     )
                     .add(
                         Condition::all()
-                            .add(Column::Status.eq("snoozed"))
+                            .add(Column::Status.eq(ProposalStatus::Snoozed))
                             .add(Column::SnoozedUntil.lte(now)),
                     ),
             )

@@ -6,7 +6,6 @@ pub mod emails;
 pub mod failed;
 pub mod jobs;
 pub mod mailer;
-pub mod proposals;
 
 use std::{sync::Arc, time::Duration};
 
@@ -158,7 +157,7 @@ pub async fn run(
         deps,
         options,
         EvaluateHost,
-        jobs::evaluate::host
+        jobs::evaluate_host::run
     );
     monitor = register!(
         monitor,
@@ -166,7 +165,7 @@ pub async fn run(
         deps,
         options,
         EvaluateGroup,
-        jobs::evaluate::group
+        jobs::evaluate_group::run
     );
     monitor = register!(
         monitor,
@@ -174,7 +173,7 @@ pub async fn run(
         deps,
         options,
         EvaluatePolicy,
-        jobs::policy::evaluate
+        jobs::evaluate_policy::run
     );
     monitor = register!(
         monitor,
@@ -182,7 +181,7 @@ pub async fn run(
         deps,
         options,
         ProposalTimers,
-        jobs::policy::timers
+        jobs::proposal_timers::run
     );
     monitor = register!(
         monitor,
@@ -190,7 +189,7 @@ pub async fn run(
         deps,
         options,
         FleetUpkeep,
-        jobs::upkeep::fleet
+        jobs::fleet_upkeep::run
     );
     monitor = register!(
         monitor,
@@ -198,7 +197,7 @@ pub async fn run(
         deps,
         options,
         RollupUsage,
-        jobs::upkeep::rollup
+        jobs::rollup_usage::run
     );
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor

@@ -268,7 +268,7 @@ impl AgentApi {
         let mut changed: hosts::ActiveModel = host.clone().into();
         store::apply_facts(&mut changed, &body.facts)?;
         changed.last_seen_at = Set(Some(now));
-        changed.status = Set("online".into());
+        changed.status = Set(domain::HostStatus::Online.to_string());
         changed.reboot_required = Set(body.reboot_required);
         if let Some(services) = &body.services_need_restart {
             changed.services_need_restart =

@@ -3,7 +3,11 @@
 //! reported, the proposal is `applied`, `partially_applied` or `failed`.
 
 use chrono::{DateTime, Utc};
-use entities::{host_jobs, hosts, proposals};
+use domain::{
+    HostJobStatus,
+    proposals::{JobPayload, begin_applying, settle},
+};
+use entities::{host_jobs, hosts};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
@@ -11,7 +15,6 @@ use sea_orm::{
 };
 use serde::Deserialize;
 use uuid::Uuid;
-use worker::proposals::{self as domain, JobPayload};
 
 use super::{limits::HostRateLimited, signed::Signed};
 use crate::{
@@ -110,27 +113,27 @@ pub async fn dispatch<C: ConnectionTrait>(
 ) -> Result<Vec<Job>, DbErr> {
     let rows = host_jobs::Entity::find()
         .filter(host_jobs::Column::HostId.eq(host_id))
-        .filter(host_jobs::Column::Status.is_in(["pending", "dispatched"]))
+        .filter(host_jobs::Column::Status.is_in(HostJobStatus::UNFINISHED))
         .order_by_asc(host_jobs::Column::Id)
         .limit(MAX_JOBS_PER_CHECK_IN)
         .all(txn)
         .await?;
-    for row in rows.iter().filter(|r| r.status == "pending") {
+    let pending = rows
+        .iter()
+        .filter(|r| HostJobStatus::from(r.status.as_str()) == HostJobStatus::Pending);
+    for row in pending {
         host_jobs::Entity::update_many()
-            .col_expr(host_jobs::Column::Status, Expr::value("dispatched"))
+            .col_expr(
+                host_jobs::Column::Status,
+                Expr::value(HostJobStatus::Dispatched),
+            )
             .col_expr(host_jobs::Column::DispatchedAt, Expr::value(Some(now)))
             .filter(host_jobs::Column::Id.eq(row.id))
-            .filter(host_jobs::Column::Status.eq("pending"))
+            .filter(host_jobs::Column::Status.eq(HostJobStatus::Pending))
             .exec(txn)
             .await?;
         if let Some(proposal_id) = row.proposal_id {
-            proposals::Entity::update_many()
-                .col_expr(proposals::Column::Status, Expr::value(domain::APPLYING))
-                .col_expr(proposals::Column::UpdatedAt, Expr::value(now))
-                .filter(proposals::Column::Id.eq(proposal_id))
-                .filter(proposals::Column::Status.eq(domain::APPROVED))
-                .exec(txn)
-                .await?;
+            begin_applying(txn, proposal_id, now).await?;
         }
     }
     Ok(rows.iter().map(job_view).collect())
@@ -209,8 +212,8 @@ impl AgentJobsApi {
         let id = platform::ids::parse_id("job", &job_id).ok_or(ApiError::NotFound)?;
         let now = state.clock.now();
         let status = match body.status {
-            JobStatus::Succeeded => "succeeded",
-            JobStatus::Failed => "failed",
+            JobStatus::Succeeded => HostJobStatus::Succeeded,
+            JobStatus::Failed => HostJobStatus::Failed,
         };
         let txn = state.db.begin_write().await?;
         let job = host_jobs::Entity::find_by_id(id)
@@ -219,7 +222,7 @@ impl AgentJobsApi {
             .await?
             .ok_or(ApiError::NotFound)?;
         if job.finished_at.is_some() {
-            return if job.status == status {
+            return if job.status == status.as_str() {
                 Ok(Reported::Recorded)
             } else {
                 Err(ApiError::state(
@@ -231,7 +234,7 @@ impl AgentJobsApi {
         }
         let finished_at = body.finished_at.min(now);
         let mut changed: host_jobs::ActiveModel = job.clone().into();
-        changed.status = Set(status.into());
+        changed.status = Set(status.to_string());
         changed.log = Set(body.log.as_deref().map(tail));
         changed.rebooted = Set(body.rebooted);
         changed.finished_at = Set(Some(finished_at));
@@ -254,7 +257,7 @@ impl AgentJobsApi {
             .await?;
         }
         if let Some(proposal_id) = job.proposal_id {
-            domain::settle(&txn, proposal_id, now).await?;
+            settle(&txn, proposal_id, now).await?;
         }
         txn.commit().await?;
         Ok(Reported::Recorded)

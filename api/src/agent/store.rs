@@ -94,7 +94,7 @@ pub async fn enrol_host(
         let mut changed: hosts::ActiveModel = host.into();
         apply_facts(&mut changed, facts)?;
         changed.decommissioned_at = Set(None);
-        changed.status = Set("pending".into());
+        changed.status = Set(domain::HostStatus::Pending.to_string());
         changed.last_seen_at = Set(None);
         changed.enrollment_token_id = Set(Some(token.id));
         changed.updated_at = Set(now);
@@ -125,7 +125,7 @@ pub async fn enrol_host(
         updates_security: Set(None),
         updates_requiring_reboot: Set(None),
         advisory_coverage: Set("unknown_release".into()),
-        status: Set("pending".into()),
+        status: Set(domain::HostStatus::Pending.to_string()),
         enrollment_token_id: Set(Some(token.id)),
         inventory_digest: Set(None),
         check_in_interval_s: Set(CHECK_IN_INTERVAL_S),

@@ -16,7 +16,7 @@
 //!
 //! Then it measures:
 //!
-//! 1. baseline: every policy evaluated once (`worker::jobs::policy::evaluate_policy`), timed;
+//! 1. baseline: every policy evaluated once (`domain::policy::evaluate_policy`), timed;
 //! 2. `--rounds` times: a feed change (new `to_version` for every tenth package of the pool, on
 //!    every host that has it), then the three policies evaluated one after the other, each timed
 //!    with its SQL broken down by statement (sqlx's statement log, captured in-process); then
@@ -312,7 +312,7 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
             let id = *id;
             async move {
                 let start = Instant::now();
-                worker::jobs::policy::evaluate_policy(&deps, id).await?;
+                domain::policy::evaluate_policy(&deps.db, id, deps.clock.now()).await?;
                 Ok::<f64, anyhow::Error>(start.elapsed().as_secs_f64())
             }
         });
@@ -337,7 +337,7 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
             // SQLite: a second write transaction waits for the first up to the busy timeout.
             println!("  concurrent evaluation failed: {}", failed.join("; "));
             for (id, _) in fleet.policies.clone() {
-                worker::jobs::policy::evaluate_policy(&deps, id).await?;
+                domain::policy::evaluate_policy(&deps.db, id, deps.clock.now()).await?;
             }
         } else {
             concurrent_walls.push(wall);
@@ -887,7 +887,7 @@ impl Timing {
 async fn timed_evaluation(deps: &worker::Deps, policy_id: Uuid) -> anyhow::Result<Timing> {
     profile::start();
     let start = Instant::now();
-    let result = worker::jobs::policy::evaluate_policy(deps, policy_id).await;
+    let result = domain::policy::evaluate_policy(&deps.db, policy_id, deps.clock.now()).await;
     let total = start.elapsed().as_secs_f64();
     let stats = profile::stop();
     result?;

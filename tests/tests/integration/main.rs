@@ -13,6 +13,7 @@ mod hosts_groups;
 mod members;
 mod openapi;
 mod people_only;
+mod policy_scope;
 mod proposals;
 mod queue;
 mod rate_limits;

@@ -17,7 +17,7 @@ use tests::{
 };
 
 /// An update as an agent reports it.
-fn update(name: &str, from: &str, to: &str, advisories: Value) -> Value {
+pub(crate) fn update(name: &str, from: &str, to: &str, advisories: Value) -> Value {
     json!({
         "name": name, "arch": "amd64", "from_version": from, "to_version": to,
         "ecosystem": "deb", "source_name": name, "security": advisories.as_array().is_some_and(|a| !a.is_empty()),
@@ -30,14 +30,15 @@ fn usn(id: &str, severity: &str, cve: &str) -> Value {
             "url": format!("https://ubuntu.com/security/notices/{id}"), "cves": [cve]}])
 }
 
-struct Fleet<'a> {
+/// An organization with an owner and an enrollment token, and the calls its tests make.
+pub(crate) struct Fleet<'a> {
     app: &'a TestApp,
-    owner: Session,
+    pub(crate) owner: Session,
     token: String,
 }
 
 impl<'a> Fleet<'a> {
-    async fn new(app: &'a TestApp) -> Fleet<'a> {
+    pub(crate) async fn new(app: &'a TestApp) -> Fleet<'a> {
         let owner = app.sign_up("owner@acme.test", "acme").await;
         let created = app
             .call(
@@ -56,7 +57,7 @@ impl<'a> Fleet<'a> {
     }
 
     /// Enrols a host and checks it in with `updates` (and `extra` check-in fields).
-    async fn host(&self, hostname: &str, updates: Value, extra: Value) -> TestAgent {
+    pub(crate) async fn host(&self, hostname: &str, updates: Value, extra: Value) -> TestAgent {
         let mut agent = TestAgent::new(hostname);
         let enrolled = agent.enroll(self.app, &self.token).await;
         assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
@@ -65,7 +66,7 @@ impl<'a> Fleet<'a> {
     }
 
     /// Checks `agent` in with a new inventory.
-    async fn report(&self, agent: &TestAgent, updates: Value, extra: Value) {
+    pub(crate) async fn report(&self, agent: &TestAgent, updates: Value, extra: Value) {
         let digest = uuid::Uuid::now_v7().simple().to_string();
         let mut body = agent.check_in_body(&digest);
         body["packages"] = json!([]);
@@ -102,7 +103,7 @@ impl<'a> Fleet<'a> {
         (agent, id)
     }
 
-    async fn policy(&self, body: Value) -> Value {
+    pub(crate) async fn policy(&self, body: Value) -> Value {
         let created = self
             .app
             .call(
@@ -116,7 +117,7 @@ impl<'a> Fleet<'a> {
         created.json()
     }
 
-    async fn list(&self, query: &str) -> Vec<Value> {
+    pub(crate) async fn list(&self, query: &str) -> Vec<Value> {
         let response = self
             .app
             .call(
@@ -142,7 +143,7 @@ impl<'a> Fleet<'a> {
         list
     }
 
-    async fn detail(&self, id: &str) -> Value {
+    pub(crate) async fn detail(&self, id: &str) -> Value {
         let response = self
             .app
             .call(
@@ -324,18 +325,12 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     );
 
     // Re-evaluating the same inventory changes nothing.
-    let deps = worker::Deps::new(
-        app.state.config.clone(),
-        app.state.db.clone(),
-        Arc::new(app.clock.clone()),
-    )
-    .expect("deps");
     let policy_id = platform::ids::parse_id("pol", &text(&policy["id"])).expect("pol id");
     app.clock.advance(chrono::Duration::minutes(5));
-    worker::jobs::policy::evaluate_policy(&deps, policy_id)
+    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
         .await
         .expect("evaluate");
-    worker::jobs::policy::evaluate_policy(&deps, policy_id)
+    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
         .await
         .expect("evaluate");
     assert_eq!(
@@ -353,7 +348,7 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     .insert(&app.state.db.orm)
     .await
     .expect("kev");
-    worker::jobs::policy::evaluate_policy(&deps, policy_id)
+    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
         .await
         .expect("evaluate");
     let p = fleet.detail(&id).await;

@@ -1,8 +1,13 @@
-//! One module per job type: the handler, its dependencies injected, abort versus retry explicit.
+//! One module per job: the payload (from `platform::jobs`, where its queue name is fixed) and
+//! its handler, dependencies injected, abort versus retry explicit. Each handler is a plain
+//! async function a test can call with `apalis::prelude::Data(deps)`.
 
-pub mod evaluate;
+pub mod evaluate_group;
+pub mod evaluate_host;
+pub mod evaluate_policy;
+pub mod fleet_upkeep;
 pub mod housekeeping;
-pub mod policy;
+pub mod proposal_timers;
+pub mod rollup_usage;
 pub mod send_email;
 pub mod send_link;
-pub mod upkeep;

@@ -1,27 +1,24 @@
-//! `host.evaluate` and `group.evaluate`: keep label-selected group membership current. Both are
-//! idempotent (they compute the membership from scratch and apply only the difference), so a
-//! repeated or concurrent run changes nothing.
+//! `host.evaluate`: after a host changed, keep its label-selected group membership and its
+//! update counts current, and mark its policies for evaluation. Idempotent (membership is
+//! computed from scratch and only the difference applied), so a repeated or concurrent run
+//! changes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use apalis::prelude::{BoxDynError, Data};
 use entities::{group_hosts, groups, host_updates, hosts};
-use platform::{
-    jobs::{EvaluateGroup, EvaluateHost},
-    selector::Selector,
-};
+use platform::{jobs::EvaluateHost, selector::Selector};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr};
 use uuid::Uuid;
 
+use super::evaluate_group::LABEL;
 use crate::Deps;
-
-const LABEL: &str = "label";
 
 fn labels_of(host: &hosts::Model) -> BTreeMap<String, String> {
     serde_json::from_str(&host.labels).unwrap_or_default()
 }
 
-pub async fn host(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError> {
+pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
     let Some(host) = hosts::Entity::find_by_id(job.host_id).one(db).await? else {
         return Ok(()); // Gone: nothing to evaluate.
@@ -89,7 +86,7 @@ pub async fn host(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError
         .await?;
     txn.commit().await?;
     // Its policies' proposals follow (coalesced per policy).
-    super::policy::mark_dirty(&deps.db, host.org_id, deps.clock.now()).await?;
+    domain::policy::mark_dirty(&deps.db, host.org_id, deps.clock.now()).await?;
     Ok(())
 }
 
@@ -154,67 +151,5 @@ async fn apply(
             .exec(txn)
             .await?;
     }
-    Ok(())
-}
-
-pub async fn group(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError> {
-    let db = &deps.db.orm;
-    let Some(group) = groups::Entity::find_by_id(job.group_id).one(db).await? else {
-        return Ok(());
-    };
-    let selector = group
-        .selector
-        .as_deref()
-        .and_then(|s| Selector::parse(s).ok());
-    let txn = deps.db.begin_write().await?;
-    let current: BTreeSet<Uuid> = group_hosts::Entity::find()
-        .filter(group_hosts::Column::GroupId.eq(group.id))
-        .filter(group_hosts::Column::Source.eq(LABEL))
-        .all(&txn)
-        .await?
-        .into_iter()
-        .map(|m| m.host_id)
-        .collect();
-    let mut wanted = BTreeSet::new();
-    if let Some(selector) = selector {
-        let candidates: Vec<(Uuid, String)> = hosts::Entity::find()
-            .select_only()
-            .column(hosts::Column::Id)
-            .column(hosts::Column::Labels)
-            .filter(hosts::Column::OrgId.eq(group.org_id))
-            .filter(hosts::Column::DecommissionedAt.is_null())
-            .into_tuple()
-            .all(&txn)
-            .await?;
-        for (id, labels) in candidates {
-            let labels: BTreeMap<String, String> =
-                serde_json::from_str(&labels).unwrap_or_default();
-            if selector.matches(&labels) {
-                wanted.insert(id);
-            }
-        }
-    }
-    let gone: Vec<Uuid> = current.difference(&wanted).copied().collect();
-    for chunk in gone.chunks(500) {
-        group_hosts::Entity::delete_many()
-            .filter(group_hosts::Column::GroupId.eq(group.id))
-            .filter(group_hosts::Column::Source.eq(LABEL))
-            .filter(group_hosts::Column::HostId.is_in(chunk.to_vec()))
-            .exec(&txn)
-            .await?;
-    }
-    let added: Vec<Uuid> = wanted.difference(&current).copied().collect();
-    for chunk in added.chunks(500) {
-        group_hosts::Entity::insert_many(chunk.iter().map(|host_id| group_hosts::ActiveModel {
-            group_id: sea_orm::Set(group.id),
-            source: sea_orm::Set(LABEL.to_owned()),
-            host_id: sea_orm::Set(*host_id),
-        }))
-        .on_conflict_do_nothing()
-        .exec(&txn)
-        .await?;
-    }
-    txn.commit().await?;
-    super::policy::mark_dirty(&deps.db, group.org_id, deps.clock.now()).await?;
     Ok(())
 }

@@ -1,13 +1,13 @@
-//! `fleet.upkeep` and `billing.rollup`: time-driven fleet maintenance.
+//! `fleet.upkeep`, every minute: hosts silent for three check-in intervals go offline (with a
+//! `went_offline` event), stale agent nonces are forgotten, and policies whose evaluation was
+//! never queued are queued again.
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
-use entities::{host_days, host_events, hosts, usage_days};
-use platform::jobs::{FleetUpkeep, RollupUsage};
-use sea_orm::{
-    ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
-    sea_query::{Expr, OnConflict},
-};
+use domain::HostStatus;
+use entities::{host_events, hosts};
+use platform::jobs::FleetUpkeep;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set, sea_query::Expr};
 use uuid::Uuid;
 
 use crate::Deps;
@@ -15,7 +15,7 @@ use crate::Deps;
 /// Hosts are offline after this many missed check-in intervals.
 const MISSED_INTERVALS: i64 = 3;
 
-pub async fn fleet(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> {
+pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
     let db = &deps.db.orm;
     requeue_stale_policies(&deps, now).await?;
@@ -35,7 +35,7 @@ pub async fn fleet(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError
             .column(hosts::Column::OrgId)
             .column(hosts::Column::LastSeenAt)
             .column(hosts::Column::CheckInIntervalS)
-            .filter(hosts::Column::Status.eq("online"))
+            .filter(hosts::Column::Status.eq(HostStatus::Online))
             .filter(hosts::Column::LastSeenAt.lt(now - Duration::seconds(MISSED_INTERVALS * 60)))
             .into_tuple()
             .all(db)
@@ -48,9 +48,9 @@ pub async fn fleet(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError
         }
         let txn = deps.db.begin_write().await?;
         let changed = hosts::Entity::update_many()
-            .col_expr(hosts::Column::Status, Expr::value("offline"))
+            .col_expr(hosts::Column::Status, Expr::value(HostStatus::Offline))
             .filter(hosts::Column::Id.eq(id))
-            .filter(hosts::Column::Status.eq("online"))
+            .filter(hosts::Column::Status.eq(HostStatus::Online))
             .filter(hosts::Column::LastSeenAt.eq(last_seen))
             .exec(&txn)
             .await?;
@@ -74,40 +74,6 @@ pub async fn fleet(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError
     if offline > 0 {
         tracing::info!(minute = %job.minute, offline, "hosts went offline");
     }
-    Ok(())
-}
-
-pub async fn rollup(job: RollupUsage, deps: Data<Deps>) -> Result<(), BoxDynError> {
-    let db = &deps.db.orm;
-    let orgs: Vec<Uuid> = host_days::Entity::find()
-        .select_only()
-        .column(host_days::Column::OrgId)
-        .filter(host_days::Column::Day.eq(job.day))
-        .distinct()
-        .into_tuple()
-        .all(db)
-        .await?;
-    for org_id in orgs {
-        let active = host_days::Entity::find()
-            .filter(host_days::Column::OrgId.eq(org_id))
-            .filter(host_days::Column::Day.eq(job.day))
-            .count(db)
-            .await?;
-        usage_days::Entity::insert(usage_days::ActiveModel {
-            org_id: Set(org_id),
-            day: Set(job.day),
-            active_hosts: Set(i32::try_from(active).unwrap_or(i32::MAX)),
-            reported: Set(false),
-        })
-        .on_conflict(
-            OnConflict::columns([usage_days::Column::OrgId, usage_days::Column::Day])
-                .update_column(usage_days::Column::ActiveHosts)
-                .to_owned(),
-        )
-        .exec(db)
-        .await?;
-    }
-    tracing::info!(day = %job.day, "usage rolled up");
     Ok(())
 }
 

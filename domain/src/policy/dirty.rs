@@ -1,0 +1,57 @@
+//! Coalesced evaluation: a change that may move a policy's proposals marks the policy dirty
+//! (one row however many hosts changed) and queues one evaluation for a clean policy; the
+//! evaluation claims the mark before it reads, so a change during a run queues one more.
+
+use chrono::{DateTime, Utc};
+use entities::{policies, policy_dirty};
+use platform::jobs::EvaluatePolicy;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
+use uuid::Uuid;
+
+/// How long a freshly marked policy waits before its evaluation runs: a burst of host
+/// changes shares one evaluation.
+const COALESCE_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Marks every policy of the organization dirty.
+pub async fn mark_dirty(
+    db: &platform::db::Database,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    let ids: Vec<Uuid> = policies::Entity::find()
+        .select_only()
+        .column(policies::Column::Id)
+        .filter(policies::Column::OrgId.eq(org_id))
+        .into_tuple()
+        .all(&db.orm)
+        .await?;
+    mark_policies_dirty(db, &ids, now).await
+}
+
+/// Marks `policy_ids` dirty; queues an evaluation for each that was clean.
+pub async fn mark_policies_dirty(
+    db: &platform::db::Database,
+    policy_ids: &[Uuid],
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    let queue = platform::jobs::Queue::new(db);
+    for id in policy_ids {
+        let inserted = policy_dirty::Entity::insert(policy_dirty::ActiveModel {
+            policy_id: Set(*id),
+            since: Set(now),
+        })
+        .on_conflict(
+            sea_orm::sea_query::OnConflict::column(policy_dirty::Column::PolicyId)
+                .do_nothing()
+                .to_owned(),
+        )
+        .exec_without_returning(&db.orm)
+        .await?;
+        if inserted == 1 {
+            queue
+                .push_after(EvaluatePolicy { policy_id: *id }, COALESCE_DELAY)
+                .await?;
+        }
+    }
+    Ok(())
+}

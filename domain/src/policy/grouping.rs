@@ -1,0 +1,497 @@
+//! Grouping of the updates a policy's hosts report into the changes of one proposal.
+//!
+//! Changes are grouped by package, ecosystem and both versions, so a fleet on two starting
+//! versions of a package gives two changes; the same change on two architectures of a host
+//! counts once. What the policy does not cover (not a security update when it asks for
+//! those, below its minimum severity) and what a proposal already going ahead carries for
+//! the host are left out. Release upgrades are grouped by distribution and both releases.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::severity;
+
+/// An advisory as agents report it and proposals show it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Advisory {
+    pub external_id: String,
+    pub source: String,
+    #[serde(default)]
+    pub severity: Option<String>,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub cves: Vec<String>,
+}
+
+/// What makes two changes the same change.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChangeKey {
+    pub package: String,
+    pub ecosystem: String,
+    pub from_version: String,
+    pub to_version: String,
+}
+
+impl ChangeKey {
+    /// The update itself, whatever version a host starts from.
+    pub fn target(&self) -> (&str, &str, &str) {
+        (&self.package, &self.ecosystem, &self.to_version)
+    }
+}
+
+/// One change: how many hosts need it and what it fixes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Change {
+    pub hosts: i64,
+    pub source_name: Option<String>,
+    /// By (source, external id).
+    pub advisories: BTreeMap<(String, String), Advisory>,
+}
+
+impl Change {
+    /// The advisories as a proposal stores them.
+    pub fn advisories_json(&self) -> String {
+        let list: Vec<&Advisory> = self.advisories.values().collect();
+        serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+    }
+
+    pub fn max_rank(&self) -> Option<u8> {
+        self.advisories
+            .values()
+            .filter_map(|a| a.severity.as_deref().and_then(severity::rank))
+            .max()
+    }
+}
+
+/// A release upgrade a proposal offers: what it is (`{distro, from, to}`) and its hosts.
+pub type Release = (serde_json::Value, BTreeSet<Uuid>);
+
+/// What a policy's hosts need now.
+#[derive(Clone, Debug, Default)]
+pub struct Desired {
+    pub keys: Vec<ChangeKey>,
+    index: HashMap<ChangeKey, u32>,
+    pub changes: Vec<Change>,
+    /// Host → indexes into `keys`, ascending.
+    pub hosts: BTreeMap<Uuid, Vec<u32>>,
+    /// Release upgrades by `distro/from/to_version/to_codename`.
+    pub releases: BTreeMap<String, Release>,
+}
+
+impl Desired {
+    fn intern(&mut self, key: ChangeKey) -> u32 {
+        if let Some(i) = self.index.get(&key) {
+            return *i;
+        }
+        let i = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
+        self.index.insert(key.clone(), i);
+        self.keys.push(key);
+        self.changes.push(Change::default());
+        i
+    }
+
+    /// The change at index `i` (as listed in `hosts`).
+    pub fn change(&self, i: usize) -> Option<(&ChangeKey, &Change)> {
+        Some((self.keys.get(i)?, self.changes.get(i)?))
+    }
+}
+
+/// What of the reported updates a policy covers.
+#[derive(Clone, Copy, Debug)]
+pub struct Coverage {
+    /// Only security updates (`updates: security`).
+    pub security_only: bool,
+    /// Only updates fixing an advisory at least this severe (`min_severity`).
+    pub min_rank: Option<u8>,
+    /// Release upgrades too: only a policy that covers every update, at any severity.
+    pub releases: bool,
+}
+
+impl Coverage {
+    pub fn of(policy: &entities::policies::Model) -> Coverage {
+        Coverage {
+            security_only: policy.updates == "security",
+            min_rank: policy.min_severity.as_deref().and_then(severity::rank),
+            releases: policy.updates == "all" && policy.min_severity.is_none(),
+        }
+    }
+
+    /// Every update and release upgrade.
+    pub fn all() -> Coverage {
+        Coverage {
+            security_only: false,
+            min_rank: None,
+            releases: true,
+        }
+    }
+}
+
+/// What proposals of the policy already going ahead carry: (host, package, ecosystem, target
+/// version) and (host, release key).
+#[derive(Clone, Debug, Default)]
+pub struct InFlight {
+    pub changes: HashSet<(Uuid, String, String, String)>,
+    pub releases: HashSet<(Uuid, String)>,
+}
+
+/// An available update as a host reports it (a `host_updates` row).
+#[derive(Clone, Debug, sea_orm::FromQueryResult)]
+pub struct Update {
+    pub host_id: Uuid,
+    #[sea_orm(from_alias = "name")]
+    pub package: String,
+    pub ecosystem: String,
+    pub from_version: String,
+    pub to_version: String,
+    pub source_name: Option<String>,
+    pub security: bool,
+    /// JSON array of [`Advisory`], as stored.
+    pub advisories: String,
+}
+
+/// A host's release, and the upgrade its agent says is offered (JSON `{to: {codename,
+/// version}}`, as stored).
+#[derive(Clone, Debug, Default)]
+pub struct HostRelease {
+    pub distro: Option<String>,
+    pub distro_version: Option<String>,
+    pub distro_codename: Option<String>,
+    pub release_upgrade: Option<String>,
+}
+
+/// Builds the [`Desired`] changes of a policy, one reported update at a time.
+pub struct Grouping<'a> {
+    coverage: Coverage,
+    in_flight: &'a InFlight,
+    desired: Desired,
+    /// The advisories text last parsed for each change: hosts report the same text.
+    parsed: HashMap<u32, String>,
+}
+
+impl<'a> Grouping<'a> {
+    pub fn new(coverage: Coverage, in_flight: &'a InFlight) -> Grouping<'a> {
+        Grouping {
+            coverage,
+            in_flight,
+            desired: Desired::default(),
+            parsed: HashMap::new(),
+        }
+    }
+
+    /// Adds one update a host reports, unless the policy does not cover it or a proposal
+    /// going ahead carries it for the host.
+    pub fn add(&mut self, update: Update) {
+        let Update {
+            host_id: host,
+            package,
+            ecosystem,
+            from_version,
+            to_version,
+            source_name,
+            security,
+            advisories,
+        } = update;
+        if !self.in_flight.changes.is_empty()
+            && self.in_flight.changes.contains(&(
+                host,
+                package.clone(),
+                ecosystem.clone(),
+                to_version.clone(),
+            ))
+        {
+            return;
+        }
+        // Hosts report the same advisory text for the same update: parse it only when a
+        // filter needs it or the change has not seen this text yet.
+        let unrated = advisories.trim() == "[]";
+        if self.coverage.security_only && !security && unrated {
+            return;
+        }
+        if let Some(min) = self.coverage.min_rank {
+            let list: Vec<Advisory> = serde_json::from_str(&advisories).unwrap_or_default();
+            let rank = list
+                .iter()
+                .filter_map(|a| a.severity.as_deref().and_then(severity::rank))
+                .max();
+            if rank.is_none_or(|r| r < min) {
+                return;
+            }
+        }
+        let i = self.desired.intern(ChangeKey {
+            package,
+            ecosystem,
+            from_version,
+            to_version,
+        });
+        let list = self.desired.hosts.entry(host).or_default();
+        if list.last() == Some(&i) || list.contains(&i) {
+            return; // The same change for two architectures of one host.
+        }
+        list.push(i);
+        let change = &mut self.desired.changes[i as usize];
+        change.hosts += 1;
+        if change.source_name.is_none() {
+            change.source_name = source_name;
+        }
+        if !unrated && self.parsed.get(&i) != Some(&advisories) {
+            let list: Vec<Advisory> = serde_json::from_str(&advisories).unwrap_or_default();
+            for advisory in list {
+                change
+                    .advisories
+                    .entry((advisory.source.clone(), advisory.external_id.clone()))
+                    .or_insert(advisory);
+            }
+            self.parsed.insert(i, advisories);
+        }
+    }
+
+    /// Adds the release upgrade `host` is offered, if the policy offers release upgrades and
+    /// no proposal going ahead carries it for the host.
+    pub fn add_release(&mut self, host: Uuid, release: &HostRelease) {
+        if !self.coverage.releases {
+            return;
+        }
+        let (Some(distro), Some(version), Some(upgrade)) = (
+            &release.distro,
+            &release.distro_version,
+            &release.release_upgrade,
+        ) else {
+            return;
+        };
+        let Ok(upgrade) = serde_json::from_str::<serde_json::Value>(upgrade) else {
+            return;
+        };
+        let to = upgrade.get("to").cloned().unwrap_or_default();
+        let to_version = to
+            .get("version")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        let to_codename = to
+            .get("codename")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        if to_version.is_empty() && to_codename.is_empty() {
+            return;
+        }
+        let key = format!("{distro}/{version}/{to_version}/{to_codename}");
+        if self.in_flight.releases.contains(&(host, key.clone())) {
+            return;
+        }
+        let what = serde_json::json!({
+            "distro": distro,
+            "from": {"codename": release.distro_codename, "version": version},
+            "to": {"codename": to.get("codename"), "version": to.get("version")},
+        });
+        self.desired
+            .releases
+            .entry(key)
+            .or_insert_with(|| (what, BTreeSet::new()))
+            .1
+            .insert(host);
+    }
+
+    pub fn finish(mut self) -> Desired {
+        for list in self.desired.hosts.values_mut() {
+            list.sort_unstable();
+        }
+        self.desired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    fn update(package: &str, from: &str, to: &str, advisories: &str) -> Update {
+        Update {
+            host_id: Uuid::nil(),
+            package: package.into(),
+            ecosystem: "deb".into(),
+            from_version: from.into(),
+            to_version: to.into(),
+            source_name: Some(package.into()),
+            security: advisories != "[]",
+            advisories: advisories.into(),
+        }
+    }
+
+    fn usn(id: &str, severity: &str) -> String {
+        format!(
+            r#"[{{"external_id":"{id}","source":"usn","severity":"{severity}","cves":["CVE-2026-{id}"]}}]"#
+        )
+    }
+
+    fn group(coverage: Coverage, in_flight: &InFlight, reports: Vec<(u128, Update)>) -> Desired {
+        let mut grouping = Grouping::new(coverage, in_flight);
+        for (h, u) in reports {
+            grouping.add(Update {
+                host_id: host(h),
+                ..u
+            });
+        }
+        grouping.finish()
+    }
+
+    #[test]
+    fn hosts_on_two_starting_versions_give_two_changes_with_exact_counts() {
+        let desired = group(
+            Coverage::all(),
+            &InFlight::default(),
+            vec![
+                (1, update("openssl", "3.0.1", "3.0.4", &usn("1", "high"))),
+                (2, update("openssl", "3.0.1", "3.0.4", &usn("1", "high"))),
+                (3, update("openssl", "3.0.2", "3.0.4", &usn("1", "high"))),
+                (1, update("curl", "8.5", "8.6", "[]")),
+            ],
+        );
+        let counts: Vec<(&str, &str, i64)> = desired
+            .keys
+            .iter()
+            .zip(&desired.changes)
+            .map(|(k, c)| (k.package.as_str(), k.from_version.as_str(), c.hosts))
+            .collect();
+        assert_eq!(
+            counts,
+            vec![
+                ("openssl", "3.0.1", 2),
+                ("openssl", "3.0.2", 1),
+                ("curl", "8.5", 1)
+            ]
+        );
+        assert_eq!(desired.hosts.get(&host(1)), Some(&vec![0, 2]));
+        assert_eq!(desired.hosts.get(&host(3)), Some(&vec![1]));
+        assert_eq!(desired.changes[0].max_rank(), Some(2));
+    }
+
+    #[test]
+    fn one_change_on_two_architectures_of_a_host_counts_once() {
+        let desired = group(
+            Coverage::all(),
+            &InFlight::default(),
+            vec![
+                (1, update("libc6", "2.39", "2.40", "[]")),
+                (1, update("libc6", "2.39", "2.40", "[]")),
+            ],
+        );
+        assert_eq!(desired.changes.len(), 1);
+        assert_eq!(desired.changes[0].hosts, 1);
+        assert_eq!(desired.hosts.get(&host(1)), Some(&vec![0]));
+    }
+
+    #[test]
+    fn advisories_of_one_change_merge_by_source_and_id() {
+        let both = r#"[{"external_id":"1","source":"usn","severity":"high"},{"external_id":"9","source":"debian","severity":"low"}]"#;
+        let desired = group(
+            Coverage::all(),
+            &InFlight::default(),
+            vec![
+                (1, update("openssl", "3.0.1", "3.0.4", &usn("1", "high"))),
+                (2, update("openssl", "3.0.1", "3.0.4", both)),
+            ],
+        );
+        let ids: Vec<&(String, String)> = desired.changes[0].advisories.keys().collect();
+        assert_eq!(
+            ids,
+            vec![
+                &("debian".to_owned(), "9".to_owned()),
+                &("usn".to_owned(), "1".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_security_policy_leaves_out_plain_updates_and_min_severity_leaves_out_lower_ones() {
+        let reports = || {
+            vec![
+                (1, update("curl", "8.5", "8.6", "[]")),
+                (1, update("openssl", "3.0.1", "3.0.4", &usn("1", "medium"))),
+                (1, update("sudo", "1.9.1", "1.9.2", &usn("2", "critical"))),
+            ]
+        };
+        let packages =
+            |d: &Desired| -> Vec<String> { d.keys.iter().map(|k| k.package.clone()).collect() };
+        let security = Coverage {
+            security_only: true,
+            min_rank: None,
+            releases: false,
+        };
+        let desired = group(security, &InFlight::default(), reports());
+        assert_eq!(packages(&desired), vec!["openssl", "sudo"]);
+        let high = Coverage {
+            security_only: false,
+            min_rank: severity::rank("high"),
+            releases: false,
+        };
+        let desired = group(high, &InFlight::default(), reports());
+        assert_eq!(packages(&desired), vec!["sudo"]);
+    }
+
+    #[test]
+    fn what_a_proposal_going_ahead_carries_for_a_host_is_left_out_for_that_host_only() {
+        let mut in_flight = InFlight::default();
+        in_flight
+            .changes
+            .insert((host(1), "curl".into(), "deb".into(), "8.6".into()));
+        let desired = group(
+            Coverage::all(),
+            &in_flight,
+            vec![
+                (1, update("curl", "8.5", "8.6", "[]")),
+                (2, update("curl", "8.5", "8.6", "[]")),
+            ],
+        );
+        assert_eq!(desired.changes.len(), 1);
+        assert_eq!(desired.changes[0].hosts, 1);
+        assert!(!desired.hosts.contains_key(&host(1)));
+    }
+
+    #[test]
+    fn release_upgrades_group_by_distribution_and_both_releases() {
+        let noble = |to: &str| HostRelease {
+            distro: Some("ubuntu".into()),
+            distro_version: Some("24.04".into()),
+            distro_codename: Some("noble".into()),
+            release_upgrade: Some(format!(r#"{{"to":{{"codename":"{to}","version":"x"}}}}"#)),
+        };
+        let in_flight = InFlight::default();
+        let mut grouping = Grouping::new(Coverage::all(), &in_flight);
+        grouping.add_release(host(1), &noble("plucky"));
+        grouping.add_release(host(2), &noble("plucky"));
+        grouping.add_release(host(3), &noble("questing"));
+        grouping.add_release(host(4), &HostRelease::default());
+        let desired = grouping.finish();
+        let keys: Vec<(&String, usize)> = desired
+            .releases
+            .iter()
+            .map(|(k, (_, hosts))| (k, hosts.len()))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (&"ubuntu/24.04/x/plucky".to_owned(), 2),
+                (&"ubuntu/24.04/x/questing".to_owned(), 1)
+            ]
+        );
+
+        let security = Coverage {
+            security_only: true,
+            min_rank: None,
+            releases: false,
+        };
+        let mut grouping = Grouping::new(security, &in_flight);
+        grouping.add_release(host(1), &noble("plucky"));
+        assert!(
+            grouping.finish().releases.is_empty(),
+            "only an all-updates policy"
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! Policy evaluation: turn the available updates of a policy's hosts into proposals.
+//!
+//! The rules are in files a test reads without a database: [`scope`] (which hosts a policy
+//! covers; an unreadable scope covers none), [`grouping`] (reported updates into changes),
+//! [`plan`] (close, open, supersede, merge or follow; what a follow writes) and [`summary`]
+//! (titles and counts). [`needs`] reads what hosts need, [`evaluate`] locks and decides,
+//! [`store`] writes, [`dirty`] coalesces
+//! the evaluations that host and group changes ask for.
+
+pub mod dirty;
+pub mod evaluate;
+pub mod grouping;
+pub mod needs;
+pub mod plan;
+pub mod rules;
+pub mod scope;
+pub mod store;
+pub mod summary;
+
+pub use dirty::{mark_dirty, mark_policies_dirty};
+pub use evaluate::{Evaluated, evaluate_policy};

@@ -1,0 +1,214 @@
+//! What a policy's hosts need now, read from the database: the hosts its scope covers (none
+//! when the scope cannot be read), their reported updates grouped into changes, less what a
+//! proposal already going ahead carries; and which CVEs are known to be exploited.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use entities::{
+    group_hosts, host_updates, hosts, known_exploited, policies, proposal_changes, proposal_hosts,
+    proposals,
+};
+use sea_orm::{
+    ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use uuid::Uuid;
+
+use super::{
+    grouping::{ChangeKey, Coverage, Desired, Grouping, HostRelease, InFlight, Update},
+    scope::Scope,
+};
+use crate::{proposals::host_jobs::positions, status::ProposalStatus};
+
+/// Hosts read per query.
+const HOST_CHUNK: usize = 500;
+
+/// A host in scope, with what evaluation needs of it.
+struct ScopeHost {
+    id: Uuid,
+    release: HostRelease,
+}
+
+/// The live hosts of the policy's organization that its scope covers; none when the scope
+/// cannot be read (logged).
+async fn scope_hosts(
+    txn: &DatabaseTransaction,
+    policy: &policies::Model,
+) -> Result<Vec<ScopeHost>, DbErr> {
+    let scope = match Scope::of(policy) {
+        Ok(scope) => scope,
+        Err(err) => {
+            tracing::error!(
+                policy_id = %platform::ids::format_id("pol", policy.id),
+                error = %err,
+                "policy scope cannot be read: it covers no host until it is saved again"
+            );
+            return Ok(Vec::new());
+        }
+    };
+    let mut query = hosts::Entity::find()
+        .select_only()
+        .columns([
+            hosts::Column::Id,
+            hosts::Column::Labels,
+            hosts::Column::Distro,
+            hosts::Column::DistroVersion,
+            hosts::Column::DistroCodename,
+            hosts::Column::ReleaseUpgrade,
+        ])
+        .filter(hosts::Column::OrgId.eq(policy.org_id))
+        .filter(hosts::Column::DecommissionedAt.is_null())
+        .order_by_asc(hosts::Column::Id);
+    if !scope.groups().is_empty() {
+        query = query.filter(
+            hosts::Column::Id.in_subquery(
+                sea_orm::sea_query::Query::select()
+                    .column(group_hosts::Column::HostId)
+                    .from(group_hosts::Entity)
+                    .and_where(group_hosts::Column::GroupId.is_in(scope.groups().to_vec()))
+                    .to_owned(),
+            ),
+        );
+    }
+    type Row = (
+        Uuid,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let rows: Vec<Row> = query.into_tuple().all(txn).await?;
+    Ok(rows
+        .into_iter()
+        .filter(|(_, labels, ..)| scope.admits(labels))
+        .map(
+            |(id, _, distro, distro_version, distro_codename, release_upgrade)| ScopeHost {
+                id,
+                release: HostRelease {
+                    distro,
+                    distro_version,
+                    distro_codename,
+                    release_upgrade,
+                },
+            },
+        )
+        .collect())
+}
+
+/// What the policy's hosts need: their available updates that the policy covers, less what a
+/// proposal already going ahead carries for them.
+pub async fn desired(
+    txn: &DatabaseTransaction,
+    policy: &policies::Model,
+) -> Result<Desired, DbErr> {
+    let hosts = scope_hosts(txn, policy).await?;
+    let in_flight = in_flight(txn, policy.id).await?;
+    let mut grouping = Grouping::new(Coverage::of(policy), &in_flight);
+    for chunk in hosts.chunks(HOST_CHUNK) {
+        let ids: Vec<Uuid> = chunk.iter().map(|h| h.id).collect();
+        let rows: Vec<Update> = host_updates::Entity::find()
+            .select_only()
+            .columns([
+                host_updates::Column::HostId,
+                host_updates::Column::Name,
+                host_updates::Column::Ecosystem,
+                host_updates::Column::FromVersion,
+                host_updates::Column::ToVersion,
+                host_updates::Column::SourceName,
+                host_updates::Column::Security,
+                host_updates::Column::Advisories,
+            ])
+            .filter(host_updates::Column::HostId.is_in(ids))
+            .into_model()
+            .all(txn)
+            .await?;
+        for update in rows {
+            grouping.add(update);
+        }
+    }
+    for host in &hosts {
+        grouping.add_release(host.id, &host.release);
+    }
+    Ok(grouping.finish())
+}
+
+/// What proposals of the policy already going ahead carry, per host.
+async fn in_flight(txn: &DatabaseTransaction, policy_id: Uuid) -> Result<InFlight, DbErr> {
+    let going: Vec<proposals::Model> = proposals::Entity::find()
+        .filter(proposals::Column::PolicyId.eq(policy_id))
+        .filter(proposals::Column::Status.is_in(ProposalStatus::IN_FLIGHT))
+        .all(txn)
+        .await?;
+    let mut carried = InFlight::default();
+    for proposal in going {
+        let targets: Vec<(Uuid, String)> = proposal_hosts::Entity::find()
+            .select_only()
+            .column(proposal_hosts::Column::HostId)
+            .column(proposal_hosts::Column::Changes)
+            .filter(proposal_hosts::Column::ProposalId.eq(proposal.id))
+            .into_tuple()
+            .all(txn)
+            .await?;
+        if let Some(key) = &proposal.release_key {
+            carried
+                .releases
+                .extend(targets.into_iter().map(|(h, _)| (h, key.clone())));
+            continue;
+        }
+        let by_position: HashMap<i32, proposal_changes::Model> = proposal_changes::Entity::find()
+            .filter(proposal_changes::Column::ProposalId.eq(proposal.id))
+            .all(txn)
+            .await?
+            .into_iter()
+            .map(|c| (c.position, c))
+            .collect();
+        for (host, list) in targets {
+            for c in positions(proposal.id, host, &list)
+                .iter()
+                .filter_map(|p| by_position.get(p))
+            {
+                carried.changes.insert((
+                    host,
+                    c.package.clone(),
+                    c.ecosystem.clone(),
+                    c.to_version.clone(),
+                ));
+            }
+        }
+    }
+    Ok(carried)
+}
+
+/// CVEs of the desired changes that are on the known-exploited catalogue.
+pub async fn known_exploited_cves(
+    txn: &DatabaseTransaction,
+    desired: &Desired,
+) -> Result<HashSet<String>, DbErr> {
+    let cves: BTreeSet<&String> = desired
+        .changes
+        .iter()
+        .flat_map(|c| c.advisories.values().flat_map(|a| a.cves.iter()))
+        .collect();
+    let mut found = HashSet::new();
+    let cves: Vec<&String> = cves.into_iter().collect();
+    for chunk in cves.chunks(500) {
+        let rows: Vec<String> = known_exploited::Entity::find()
+            .select_only()
+            .column(known_exploited::Column::Cve)
+            .filter(known_exploited::Column::Cve.is_in(chunk.iter().map(|c| (*c).clone())))
+            .into_tuple()
+            .all(txn)
+            .await?;
+        found.extend(rows);
+    }
+    Ok(found)
+}
+
+pub fn key_of(c: &proposal_changes::Model) -> ChangeKey {
+    ChangeKey {
+        package: c.package.clone(),
+        ecosystem: c.ecosystem.clone(),
+        from_version: c.from_version.clone(),
+        to_version: c.to_version.clone(),
+    }
+}

@@ -1,0 +1,146 @@
+//! Which hosts a policy covers: live hosts of its organization that are in one of its groups
+//! (every host when it names none) and match its label selector (when it has one).
+//!
+//! Scope fails closed: a stored group list or selector that cannot be read covers no host
+//! (never every host), and a host whose labels cannot be read is not matched by a selector.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use entities::policies;
+use platform::selector::Selector;
+use uuid::Uuid;
+
+/// A policy's scope, read from its row.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    /// Empty: every host of the organization.
+    groups: Vec<Uuid>,
+    selector: Option<Selector>,
+}
+
+/// Why a stored scope cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnreadableScope {
+    #[error("the stored group list is not a JSON array of group ids: {0}")]
+    Groups(String),
+    #[error("the stored selector does not parse: {0}")]
+    Selector(String),
+}
+
+impl Scope {
+    /// Reads `scope_groups` (a JSON array of UUIDs) and `selector` as stored.
+    pub fn read(scope_groups: &str, selector: Option<&str>) -> Result<Scope, UnreadableScope> {
+        let groups: Vec<Uuid> = serde_json::from_str(scope_groups)
+            .map_err(|e| UnreadableScope::Groups(e.to_string()))?;
+        let selector = selector
+            .map(Selector::parse)
+            .transpose()
+            .map_err(|e| UnreadableScope::Selector(e.to_string()))?;
+        Ok(Scope { groups, selector })
+    }
+
+    /// The scope of `policy`.
+    pub fn of(policy: &policies::Model) -> Result<Scope, UnreadableScope> {
+        Scope::read(&policy.scope_groups, policy.selector.as_deref())
+    }
+
+    /// The groups a host must be in one of; empty when any host will do.
+    pub fn groups(&self) -> &[Uuid] {
+        &self.groups
+    }
+
+    /// Whether a host with these stored labels (a JSON object) matches the selector. Without
+    /// a selector every host does; with one, labels that cannot be read match nothing.
+    pub fn admits(&self, labels: &str) -> bool {
+        let Some(selector) = &self.selector else {
+            return true;
+        };
+        match serde_json::from_str::<BTreeMap<String, String>>(labels) {
+            Ok(labels) => selector.matches(&labels),
+            Err(_) => false,
+        }
+    }
+
+    /// The whole rule for one host: in a scope group (or the scope names none) and admitted
+    /// by the selector. Evaluation applies the group part in its query and [`Scope::admits`]
+    /// to the rows it reads; this says what the two together mean.
+    pub fn covers(&self, host_groups: &BTreeSet<Uuid>, labels: &str) -> bool {
+        let in_group =
+            self.groups.is_empty() || self.groups.iter().any(|g| host_groups.contains(g));
+        in_group && self.admits(labels)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    fn groups(ids: &[u128]) -> BTreeSet<Uuid> {
+        ids.iter().map(|n| id(*n)).collect()
+    }
+
+    const PROD_WEB: &str = r#"{"env":"prod","tier":"web"}"#;
+    const STAGING_DB: &str = r#"{"env":"staging","tier":"db"}"#;
+
+    #[test]
+    fn no_groups_and_no_selector_cover_every_live_host() {
+        let scope = Scope::read("[]", None).expect("readable");
+        assert!(scope.groups().is_empty());
+        assert!(scope.covers(&groups(&[]), PROD_WEB));
+        assert!(scope.covers(&groups(&[7]), "{}"));
+    }
+
+    #[test]
+    fn groups_cover_their_members_only() {
+        let text = serde_json::to_string(&[id(1), id(2)]).unwrap_or_default();
+        let scope = Scope::read(&text, None).expect("readable");
+        assert!(scope.covers(&groups(&[2, 9]), PROD_WEB));
+        assert!(!scope.covers(&groups(&[9]), PROD_WEB));
+        assert!(!scope.covers(&groups(&[]), PROD_WEB));
+    }
+
+    #[test]
+    fn the_selector_must_also_match() {
+        let text = serde_json::to_string(&[id(1)]).unwrap_or_default();
+        let scope = Scope::read(&text, Some("env=prod,tier in (web,db)")).expect("readable");
+        assert!(scope.covers(&groups(&[1]), PROD_WEB));
+        assert!(!scope.covers(&groups(&[1]), STAGING_DB), "env differs");
+        assert!(!scope.covers(&groups(&[2]), PROD_WEB), "not in the group");
+    }
+
+    #[test]
+    fn an_unreadable_group_list_or_selector_is_an_error_not_every_host() {
+        assert!(matches!(
+            Scope::read("not json", None),
+            Err(UnreadableScope::Groups(_))
+        ));
+        assert!(matches!(
+            Scope::read(r#"["not-a-uuid"]"#, None),
+            Err(UnreadableScope::Groups(_))
+        ));
+        assert!(matches!(
+            Scope::read("[]", Some("env in prod")),
+            Err(UnreadableScope::Selector(_))
+        ));
+        assert!(matches!(
+            Scope::read("[]", Some("")),
+            Err(UnreadableScope::Selector(_))
+        ));
+    }
+
+    #[test]
+    fn labels_that_cannot_be_read_match_no_selector_even_a_negative_one() {
+        let scope = Scope::read("[]", Some("env!=prod")).expect("readable");
+        assert!(scope.admits(STAGING_DB));
+        assert!(!scope.admits("{broken"));
+        let everyone = Scope::read("[]", None).expect("readable");
+        assert!(
+            everyone.admits("{broken"),
+            "no selector: labels do not matter"
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! Writes of an evaluation: opening a proposal, bringing one in line with what its hosts
+//! need (only what differs is written), and the hosts of a release upgrade.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use entities::{proposal_changes, proposal_hosts, proposals};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
+    QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use super::{
+    grouping::{Change, ChangeKey, Desired},
+    plan::{diff_changes, diff_hosts, encode},
+    rules::Rules,
+    summary::Summary,
+};
+use crate::{
+    proposals::{go_ahead, next_number, record},
+    status::ProposalStatus,
+};
+
+/// Rows written per statement.
+const WRITE_CHUNK: usize = 200;
+
+/// A release upgrade to open a proposal for: its key, what it is, its hosts.
+pub type ReleaseToOpen<'a> = (&'a str, &'a serde_json::Value, &'a BTreeSet<Uuid>);
+
+/// Opens a proposal for `desired` (a package proposal) or `release`. Under rules that need
+/// no approval it goes ahead at once.
+pub async fn open(
+    txn: &DatabaseTransaction,
+    rules: &Rules,
+    desired: &Desired,
+    summary: &Summary,
+    release: Option<ReleaseToOpen<'_>>,
+    now: DateTime<Utc>,
+) -> Result<proposals::Model, DbErr> {
+    let number = next_number(txn, rules.org_id).await?;
+    let proposal = proposals::ActiveModel {
+        id: Set(platform::ids::new_uuid()),
+        org_id: Set(rules.org_id),
+        number: Set(number),
+        policy_id: Set(Some(rules.policy_id)),
+        policy_name: Set(Some(rules.name.clone())),
+        policy_version: Set(Some(rules.version)),
+        release_key: Set(release.map(|(key, ..)| key.to_owned())),
+        kind: Set(summary.kind.to_owned()),
+        status: Set(ProposalStatus::Open.to_string()),
+        title: Set(summary.title.clone()),
+        required: Set(rules.required),
+        approvals: Set(0),
+        apply: Set(rules.apply.clone()),
+        window: Set(rules.window.clone()),
+        reboot: Set(rules.reboot.clone()),
+        auto_merge: Set(rules.auto_merge),
+        known_exploited: Set(summary.known_exploited),
+        max_severity: Set(summary.max_severity.clone()),
+        hosts: Set(summary.hosts),
+        packages: Set(summary.packages),
+        release_upgrade: Set(release.map(|(_, what, _)| what.to_string())),
+        created_at: Set(now),
+        updated_at: Set(now),
+        closed_at: Set(None),
+        scheduled_for: Set(None),
+        snoozed_until: Set(None),
+        superseded_by: Set(None),
+    }
+    .insert(txn)
+    .await?;
+    match release {
+        Some((_, _, hosts)) => {
+            let rows = hosts.iter().map(|h| host_row(proposal.id, *h, "[]".into()));
+            insert_hosts(txn, rows.collect()).await?;
+        }
+        None => {
+            let rows: Vec<proposal_changes::ActiveModel> = desired
+                .keys
+                .iter()
+                .zip(&desired.changes)
+                .enumerate()
+                .map(|(i, (key, change))| {
+                    change_row(
+                        proposal.id,
+                        i32::try_from(i).unwrap_or(i32::MAX),
+                        key,
+                        change,
+                    )
+                })
+                .collect();
+            for chunk in rows.chunks(WRITE_CHUNK) {
+                proposal_changes::Entity::insert_many(chunk.to_vec())
+                    .exec(txn)
+                    .await?;
+            }
+            let rows = desired.hosts.iter().map(|(host, list)| {
+                host_row(proposal.id, *host, encode(list.iter().map(|i| *i as i32)))
+            });
+            insert_hosts(txn, rows.collect()).await?;
+        }
+    }
+    record(
+        txn,
+        &proposal,
+        "proposal.opened",
+        None,
+        serde_json::json!({"number": proposal.number, "hosts": proposal.hosts}),
+        now,
+    )
+    .await?;
+    if proposal.required <= 0 {
+        return go_ahead(txn, proposal, None, now).await;
+    }
+    Ok(proposal)
+}
+
+fn change_row(
+    proposal_id: Uuid,
+    position: i32,
+    key: &ChangeKey,
+    change: &Change,
+) -> proposal_changes::ActiveModel {
+    proposal_changes::ActiveModel {
+        proposal_id: Set(proposal_id),
+        position: Set(position),
+        package: Set(key.package.clone()),
+        ecosystem: Set(key.ecosystem.clone()),
+        from_version: Set(key.from_version.clone()),
+        to_version: Set(key.to_version.clone()),
+        source_name: Set(change.source_name.clone()),
+        hosts: Set(change.hosts),
+        advisories: Set(change.advisories_json()),
+    }
+}
+
+fn host_row(proposal_id: Uuid, host_id: Uuid, changes: String) -> proposal_hosts::ActiveModel {
+    proposal_hosts::ActiveModel {
+        proposal_id: Set(proposal_id),
+        host_id: Set(host_id),
+        changes: Set(changes),
+    }
+}
+
+async fn insert_hosts(
+    txn: &DatabaseTransaction,
+    rows: Vec<proposal_hosts::ActiveModel>,
+) -> Result<(), DbErr> {
+    for chunk in rows.chunks(WRITE_CHUNK) {
+        proposal_hosts::Entity::insert_many(chunk.to_vec())
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn remove_hosts(
+    txn: &DatabaseTransaction,
+    proposal_id: Uuid,
+    hosts: &[Uuid],
+) -> Result<(), DbErr> {
+    for chunk in hosts.chunks(WRITE_CHUNK) {
+        proposal_hosts::Entity::delete_many()
+            .filter(proposal_hosts::Column::ProposalId.eq(proposal_id))
+            .filter(proposal_hosts::Column::HostId.is_in(chunk.to_vec()))
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Brings an undecided package proposal in line with `desired` (following it, or merging
+/// new updates into it), writing only what differs.
+pub async fn update_in_place(
+    txn: &DatabaseTransaction,
+    current: proposals::Model,
+    existing: Vec<proposal_changes::Model>,
+    desired: &Desired,
+    summary: &Summary,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let stored: Vec<(i32, ChangeKey)> = existing
+        .iter()
+        .map(|c| {
+            let key = ChangeKey {
+                package: c.package.clone(),
+                ecosystem: c.ecosystem.clone(),
+                from_version: c.from_version.clone(),
+                to_version: c.to_version.clone(),
+            };
+            (c.position, key)
+        })
+        .collect();
+    let changes = diff_changes(&stored, desired);
+    let mut touched = false;
+    let mut rows: HashMap<i32, proposal_changes::Model> =
+        existing.into_iter().map(|c| (c.position, c)).collect();
+    for (position, i) in &changes.kept {
+        let (Some(row), Some((_, change))) = (rows.remove(position), desired.change(*i)) else {
+            continue;
+        };
+        let advisories = change.advisories_json();
+        if row.hosts != change.hosts
+            || row.advisories != advisories
+            || row.source_name != change.source_name
+        {
+            let mut active: proposal_changes::ActiveModel = row.into();
+            active.hosts = Set(change.hosts);
+            active.advisories = Set(advisories);
+            active.source_name = Set(change.source_name.clone());
+            active.update(txn).await?;
+            touched = true;
+        }
+    }
+    for chunk in changes.removed.chunks(WRITE_CHUNK) {
+        touched = true;
+        proposal_changes::Entity::delete_many()
+            .filter(proposal_changes::Column::ProposalId.eq(current.id))
+            .filter(proposal_changes::Column::Position.is_in(chunk.to_vec()))
+            .exec(txn)
+            .await?;
+    }
+    let inserts: Vec<proposal_changes::ActiveModel> = changes
+        .added
+        .iter()
+        .filter_map(|(position, i)| {
+            let (key, change) = desired.change(*i)?;
+            Some(change_row(current.id, *position, key, change))
+        })
+        .collect();
+    for chunk in inserts.chunks(WRITE_CHUNK) {
+        touched = true;
+        proposal_changes::Entity::insert_many(chunk.to_vec())
+            .exec(txn)
+            .await?;
+    }
+
+    let stored_hosts: HashMap<Uuid, String> = proposal_hosts::Entity::find()
+        .select_only()
+        .column(proposal_hosts::Column::HostId)
+        .column(proposal_hosts::Column::Changes)
+        .filter(proposal_hosts::Column::ProposalId.eq(current.id))
+        .into_tuple::<(Uuid, String)>()
+        .all(txn)
+        .await?
+        .into_iter()
+        .collect();
+    let hosts = diff_hosts(stored_hosts, desired, &changes.positions);
+    for (host, list) in hosts.changed {
+        touched = true;
+        proposal_hosts::Entity::update(host_row(current.id, host, list))
+            .exec(txn)
+            .await?;
+    }
+    if !hosts.added.is_empty() {
+        touched = true;
+        let rows = hosts
+            .added
+            .into_iter()
+            .map(|(host, list)| host_row(current.id, host, list));
+        insert_hosts(txn, rows.collect()).await?;
+    }
+    if !hosts.removed.is_empty() {
+        touched = true;
+        remove_hosts(txn, current.id, &hosts.removed).await?;
+    }
+
+    let same = current.kind == summary.kind
+        && current.title == summary.title
+        && current.hosts == summary.hosts
+        && current.packages == summary.packages
+        && current.max_severity == summary.max_severity
+        && current.known_exploited == summary.known_exploited;
+    if touched || !same {
+        let mut active: proposals::ActiveModel = current.into();
+        active.kind = Set(summary.kind.to_owned());
+        active.title = Set(summary.title.clone());
+        active.hosts = Set(summary.hosts);
+        active.packages = Set(summary.packages);
+        active.max_severity = Set(summary.max_severity.clone());
+        active.known_exploited = Set(summary.known_exploited);
+        active.updated_at = Set(now);
+        active.update(txn).await?;
+    }
+    Ok(())
+}
+
+/// A release upgrade proposal follows the hosts that are offered its upgrade.
+pub async fn set_release_hosts(
+    txn: &DatabaseTransaction,
+    proposal: proposals::Model,
+    hosts: &BTreeSet<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let stored: BTreeSet<Uuid> = proposal_hosts::Entity::find()
+        .select_only()
+        .column(proposal_hosts::Column::HostId)
+        .filter(proposal_hosts::Column::ProposalId.eq(proposal.id))
+        .into_tuple()
+        .all(txn)
+        .await?
+        .into_iter()
+        .collect();
+    if &stored == hosts {
+        return Ok(());
+    }
+    let added: Vec<_> = hosts
+        .difference(&stored)
+        .map(|h| host_row(proposal.id, *h, "[]".into()))
+        .collect();
+    insert_hosts(txn, added).await?;
+    let left: Vec<Uuid> = stored.difference(hosts).copied().collect();
+    remove_hosts(txn, proposal.id, &left).await?;
+    let mut active: proposals::ActiveModel = proposal.into();
+    active.hosts = Set(i64::try_from(hosts.len()).unwrap_or(i64::MAX));
+    active.updated_at = Set(now);
+    active.update(txn).await?;
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! The summary columns of a proposal (kind, title, counts, severity, known-exploited), from
+//! what it carries.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::grouping::{Change, Desired};
+use crate::severity;
+
+/// The summary columns of a proposal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub kind: &'static str,
+    pub title: String,
+    pub hosts: i64,
+    pub packages: i64,
+    pub max_severity: Option<String>,
+    pub known_exploited: bool,
+}
+
+/// A package proposal's summary; `kev` holds the CVEs on the known-exploited catalogue.
+pub fn summarize(desired: &Desired, kev: &HashSet<String>) -> Summary {
+    let packages: BTreeSet<&str> = desired.keys.iter().map(|k| k.package.as_str()).collect();
+    let max_rank = desired.changes.iter().filter_map(Change::max_rank).max();
+    let security = desired.changes.iter().all(|c| !c.advisories.is_empty());
+    let known_exploited = desired.changes.iter().any(|c| {
+        c.advisories
+            .values()
+            .any(|a| a.cves.iter().any(|cve| kev.contains(cve)))
+    });
+    // Name the most severe packages first, then alphabetically.
+    let mut ranked: BTreeMap<&str, Option<u8>> = BTreeMap::new();
+    for (key, change) in desired.keys.iter().zip(&desired.changes) {
+        let rank = ranked.entry(key.package.as_str()).or_default();
+        *rank = (*rank).max(change.max_rank());
+    }
+    let mut names: Vec<(&str, Option<u8>)> = ranked.into_iter().collect();
+    names.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let names: Vec<&str> = names.into_iter().map(|(n, _)| n).collect();
+    let listed = match names.as_slice() {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [a, b] => format!("{a} and {b}"),
+        [a, b, rest @ ..] => format!("{a}, {b} and {} more packages", rest.len()),
+    };
+    let (kind, title) = if security {
+        ("security_update", format!("Security updates: {listed}"))
+    } else {
+        ("package_update", format!("Updates: {listed}"))
+    };
+    Summary {
+        kind,
+        title,
+        hosts: i64::try_from(desired.hosts.len()).unwrap_or(i64::MAX),
+        packages: i64::try_from(packages.len()).unwrap_or(i64::MAX),
+        max_severity: max_rank.map(|r| severity::name(r).to_owned()),
+        known_exploited,
+    }
+}
+
+/// A release upgrade proposal's summary; `what` is `{distro, from, to}`.
+pub fn release_summary(what: &serde_json::Value, hosts: usize) -> Summary {
+    Summary {
+        kind: "dist_upgrade",
+        title: release_title(what),
+        hosts: i64::try_from(hosts).unwrap_or(i64::MAX),
+        packages: 0,
+        max_severity: None,
+        known_exploited: false,
+    }
+}
+
+fn release_title(what: &serde_json::Value) -> String {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let side = |v: &serde_json::Value| {
+        let version = text(&v["version"]);
+        let codename = text(&v["codename"]);
+        match (version.is_empty(), codename.is_empty()) {
+            (false, false) => format!("{version} ({codename})"),
+            (false, true) => version,
+            _ => codename,
+        }
+    };
+    format!(
+        "Upgrade {} {} to {}",
+        text(&what["distro"]),
+        side(&what["from"]),
+        side(&what["to"])
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::policy::grouping::{Coverage, Grouping, InFlight, Update};
+
+    fn desired(updates: &[(&str, &str)]) -> Desired {
+        let in_flight = InFlight::default();
+        let mut grouping = Grouping::new(Coverage::all(), &in_flight);
+        for (package, advisories) in updates {
+            grouping.add(Update {
+                host_id: Uuid::from_u128(1),
+                package: (*package).into(),
+                ecosystem: "deb".into(),
+                from_version: "1".into(),
+                to_version: "2".into(),
+                source_name: None,
+                security: *advisories != "[]",
+                advisories: (*advisories).into(),
+            });
+        }
+        grouping.finish()
+    }
+
+    const HIGH: &str =
+        r#"[{"external_id":"USN-1","source":"usn","severity":"high","cves":["CVE-1"]}]"#;
+
+    #[test]
+    fn the_title_names_the_most_severe_packages_first() {
+        let summary = summarize(
+            &desired(&[
+                ("curl", "[]"),
+                ("zlib", "[]"),
+                ("openssl", HIGH),
+                ("bash", "[]"),
+            ]),
+            &HashSet::new(),
+        );
+        assert_eq!(summary.kind, "package_update");
+        assert_eq!(summary.title, "Updates: openssl, bash and 2 more packages");
+        assert_eq!(summary.max_severity.as_deref(), Some("high"));
+        assert!(!summary.known_exploited);
+    }
+
+    #[test]
+    fn every_change_fixing_an_advisory_makes_a_security_update_and_kev_is_flagged() {
+        let kev: HashSet<String> = ["CVE-1".to_owned()].into();
+        let summary = summarize(&desired(&[("openssl", HIGH)]), &kev);
+        assert_eq!(summary.kind, "security_update");
+        assert_eq!(summary.title, "Security updates: openssl");
+        assert!(summary.known_exploited);
+    }
+
+    #[test]
+    fn a_release_upgrade_is_titled_by_both_releases() {
+        let what = serde_json::json!({
+            "distro": "ubuntu",
+            "from": {"codename": "jammy", "version": "22.04"},
+            "to": {"codename": "noble", "version": null},
+        });
+        assert_eq!(
+            release_summary(&what, 3).title,
+            "Upgrade ubuntu 22.04 (jammy) to noble"
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! The host jobs an approved proposal hands to agents: one per host, carrying that host's
+//! own changes, and never asking for a reboot the host's agent does not permit or a window
+//! that cannot be read.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use entities::{host_jobs, hosts, proposal_changes, proposal_hosts, proposals};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{status::HostJobStatus, window::StoredWindow};
+
+/// What an agent is asked to do for one proposal.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobPayload {
+    pub proposal_id: String,
+    pub proposal_number: i64,
+    pub kind: String,
+    /// never, immediate or in_window; the agent reboots only if its own configuration permits.
+    pub reboot: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<JobChange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_upgrade: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<JobWindow>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobChange {
+    pub package: String,
+    pub ecosystem: String,
+    pub from_version: String,
+    pub to_version: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobWindow {
+    pub rrule: String,
+    pub duration_minutes: u32,
+    pub time_zone: String,
+}
+
+const JOB_CHUNK: usize = 500;
+
+/// `SELECT host_id FROM proposal_hosts WHERE proposal_id = …`, to filter hosts by.
+pub fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
+    sea_orm::sea_query::Query::select()
+        .column(proposal_hosts::Column::HostId)
+        .from(proposal_hosts::Entity)
+        .and_where(proposal_hosts::Column::ProposalId.eq(proposal_id))
+        .to_owned()
+}
+
+/// The change positions a `proposal_hosts.changes` column lists. The column is written only
+/// by evaluation; should it not read, the host is given no change (and the fact is logged),
+/// never another host's.
+pub fn positions(proposal_id: Uuid, host_id: Uuid, text: &str) -> Vec<i32> {
+    serde_json::from_str(text).unwrap_or_else(|err| {
+        tracing::error!(
+            proposal_id = %platform::ids::format_id("prp", proposal_id),
+            host_id = %platform::ids::format_id("hst", host_id),
+            error = %err,
+            "a proposal host's change list cannot be read"
+        );
+        Vec::new()
+    })
+}
+
+/// The reboot a job asks for and the window it names. A reboot that waits for the window
+/// becomes `never` when the window cannot be read: the agent must not pick an hour itself.
+fn reboot_and_window(proposal: &proposals::Model) -> (String, Option<JobWindow>) {
+    if proposal.reboot != "in_window" {
+        return (proposal.reboot.clone(), None);
+    }
+    match StoredWindow::read(proposal.window.as_deref()) {
+        Ok(Some(w)) => (
+            proposal.reboot.clone(),
+            Some(JobWindow {
+                rrule: w.rrule,
+                duration_minutes: w.duration_minutes,
+                time_zone: w.time_zone,
+            }),
+        ),
+        Ok(None) => (proposal.reboot.clone(), None),
+        Err(err) => {
+            tracing::error!(
+                proposal_id = %platform::ids::format_id("prp", proposal.id),
+                error = %err,
+                "maintenance window cannot be read: the proposal's jobs do not reboot"
+            );
+            ("never".to_owned(), None)
+        }
+    }
+}
+
+/// One `pending` job per host of the proposal, carrying that host's own changes.
+pub async fn create_jobs<C: ConnectionTrait>(
+    txn: &C,
+    proposal: &proposals::Model,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let changes: HashMap<i32, JobChange> = proposal_changes::Entity::find()
+        .filter(proposal_changes::Column::ProposalId.eq(proposal.id))
+        .all(txn)
+        .await?
+        .into_iter()
+        .map(|c| {
+            (
+                c.position,
+                JobChange {
+                    package: c.package,
+                    ecosystem: c.ecosystem,
+                    from_version: c.from_version,
+                    to_version: c.to_version,
+                },
+            )
+        })
+        .collect();
+    let targets: Vec<(Uuid, String)> = proposal_hosts::Entity::find()
+        .select_only()
+        .column(proposal_hosts::Column::HostId)
+        .column(proposal_hosts::Column::Changes)
+        .filter(proposal_hosts::Column::ProposalId.eq(proposal.id))
+        .order_by_asc(proposal_hosts::Column::HostId)
+        .into_tuple()
+        .all(txn)
+        .await?;
+    let (reboot, window) = reboot_and_window(proposal);
+    let release_upgrade = proposal
+        .release_upgrade
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok());
+    // The agent's permissions are a ceiling: a job never asks for a reboot the host's own
+    // configuration does not permit (an agent too old to report permissions is asked as is).
+    let may_not_reboot: HashSet<Uuid> = hosts::Entity::find()
+        .select_only()
+        .column(hosts::Column::Id)
+        .column(hosts::Column::AgentPermissions)
+        .filter(hosts::Column::Id.in_subquery(hosts_of(proposal.id)))
+        .into_tuple::<(Uuid, Option<String>)>()
+        .all(txn)
+        .await?
+        .into_iter()
+        .filter_map(|(id, permissions)| {
+            let list: Vec<String> = serde_json::from_str(permissions.as_deref()?).ok()?;
+            (!list.iter().any(|p| p == "reboot")).then_some(id)
+        })
+        .collect();
+    let mut rows = Vec::with_capacity(targets.len());
+    for (host_id, list) in targets {
+        let payload = JobPayload {
+            proposal_id: platform::ids::format_id("prp", proposal.id),
+            proposal_number: proposal.number,
+            kind: proposal.kind.clone(),
+            reboot: if may_not_reboot.contains(&host_id) {
+                "never".to_owned()
+            } else {
+                reboot.clone()
+            },
+            changes: positions(proposal.id, host_id, &list)
+                .iter()
+                .filter_map(|p| changes.get(p).cloned())
+                .collect(),
+            release_upgrade: release_upgrade.clone(),
+            window: window.clone(),
+        };
+        rows.push(host_jobs::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            org_id: Set(proposal.org_id),
+            host_id: Set(host_id),
+            proposal_id: Set(Some(proposal.id)),
+            kind: Set(if proposal.kind == "dist_upgrade" {
+                "dist_upgrade".into()
+            } else {
+                "apply_updates".into()
+            }),
+            payload: Set(serde_json::to_string(&payload).unwrap_or_default()),
+            status: Set(HostJobStatus::Pending.to_string()),
+            log: Set(None),
+            rebooted: Set(None),
+            created_at: Set(now),
+            dispatched_at: Set(None),
+            finished_at: Set(None),
+        });
+    }
+    for chunk in rows.chunks(JOB_CHUNK) {
+        host_jobs::Entity::insert_many(chunk.to_vec())
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
+}

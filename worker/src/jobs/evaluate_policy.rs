@@ -1,0 +1,23 @@
+//! `policy.evaluate`: bring one policy's proposals in line with what its hosts need now (the
+//! rules are in `domain::policy`). A run that finds the policy busy comes back shortly.
+
+use apalis::prelude::{BoxDynError, Data};
+use domain::policy::Evaluated;
+use platform::jobs::EvaluatePolicy;
+
+use crate::Deps;
+
+/// How long a run that found its policy busy waits before trying again.
+const RETRY_WHEN_BUSY: std::time::Duration = std::time::Duration::from_secs(3);
+
+pub async fn run(job: EvaluatePolicy, deps: Data<Deps>) -> Result<(), BoxDynError> {
+    let now = deps.clock.now();
+    if domain::policy::evaluate_policy(&deps.db, job.policy_id, now).await? == Evaluated::Busy {
+        // Another run holds the policy: come back once it is likely done. The mark stays, so
+        // host changes meanwhile queue nothing more; this one job carries them all.
+        platform::jobs::Queue::new(&deps.db)
+            .push_after(job, RETRY_WHEN_BUSY)
+            .await?;
+    }
+    Ok(())
+}
