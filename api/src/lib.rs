@@ -64,20 +64,30 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         .server(state.config.base_url.as_str().trim_end_matches('/'))
 }
 
-/// The OpenAPI document as JSON, without running a server.
+/// The OpenAPI document as JSON, without running a server: the generated one made exact
+/// ([`openapi::exact`]).
 pub fn openapi_json(state: &AppState) -> String {
-    openapi(state).spec()
+    openapi::exact(&openapi(state).spec())
 }
 
 /// The whole application: routes, OpenAPI document, docs UI and the edge middleware.
 pub fn app(state: AppState) -> impl Endpoint + 'static {
     let service = openapi(&state);
-    let spec = service.spec_endpoint();
-    let docs = service.swagger_ui();
+    let generated = service.spec();
+    let document = openapi::exact(&generated);
+    // The docs page embeds the document it shows: the exact one.
+    let docs_page = service.swagger_ui_html().replacen(&generated, &document, 1);
+    let allowed = openapi::AllowedMethods::from_document(&document);
+    let spec = poem::endpoint::make_sync(move |_| {
+        poem::Response::builder()
+            .content_type("application/json")
+            .body(document.clone())
+    });
+    let docs = poem::endpoint::make_sync(move |_| poem::web::Html(docs_page.clone()));
     Route::new()
         .nest("/v1/openapi.json", spec)
         .nest("/docs", docs)
-        .nest("/", service)
+        .nest("/", service.with(allowed))
         .data(state)
         .with(middleware::Edge)
 }

@@ -75,3 +75,26 @@ async fn every_operation_that_takes_a_body_documents_413() {
     assert!(with_body > 0, "some operations take a body");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_405_names_the_methods_the_path_allows() {
+    let app = TestApp::new().await;
+    let answer = app
+        .request(reqwest::Method::DELETE, "/v1/me", None, &[])
+        .await;
+    answer.assert_problem(405, "method-not-allowed");
+    assert_eq!(answer.header("allow"), Some("GET, HEAD, PATCH"));
+
+    let answer = app
+        .request(reqwest::Method::PUT, "/v1/orgs/acme/hosts/hst_1", None, &[])
+        .await;
+    answer.assert_problem(405, "method-not-allowed");
+    assert_eq!(answer.header("allow"), Some("GET, HEAD, PATCH"));
+
+    let answer = app
+        .request(reqwest::Method::OPTIONS, "/v1/auth/sign-up", None, &[])
+        .await;
+    answer.assert_problem(405, "method-not-allowed");
+    assert_eq!(answer.header("allow"), Some("POST"));
+    app.stop().await;
+}
