@@ -51,7 +51,9 @@ pub struct ApiTokenRecord {
     #[oai(skip_serializing_if_is_none)]
     pub token: Option<String>,
     pub created_at: DateTime<Utc>,
+    #[oai(nullable)]
     pub expires_at: Option<DateTime<Utc>>,
+    #[oai(nullable)]
     pub last_used_at: Option<DateTime<Utc>>,
     #[oai(skip_serializing_if_is_none)]
     pub revoked_at: Option<DateTime<Utc>>,

@@ -106,16 +106,22 @@ pub struct AuditEvent {
     /// What happened, such as `member.role_changed` or `api_token.created`.
     pub action: String,
     /// The account that acted (`usr_`), absent for the service itself.
+    #[oai(nullable)]
     pub actor_id: Option<String>,
     /// The API token it acted through (`atk_`), when it was one.
+    #[oai(nullable)]
     pub actor_api_token_id: Option<String>,
     /// The kind of object acted on, such as `member` or `invitation`.
+    #[oai(nullable)]
     pub target_kind: Option<String>,
     /// The object's id.
+    #[oai(nullable)]
     pub target_id: Option<String>,
     /// The client's address.
+    #[oai(nullable)]
     pub ip: Option<String>,
     /// Particulars of the change.
+    #[oai(nullable)]
     pub details: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
 }

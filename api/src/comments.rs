@@ -54,6 +54,7 @@ pub struct CommentPerson {
     pub id: String,
     pub email: String,
     /// Display name; null when they have not set one.
+    #[oai(nullable)]
     pub name: Option<String>,
 }
 

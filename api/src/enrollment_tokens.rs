@@ -60,6 +60,7 @@ pub struct EnrollmentToken {
     /// Absent never expires.
     #[oai(skip_serializing_if_is_none)]
     pub expires_at: Option<DateTime<Utc>>,
+    #[oai(nullable)]
     pub revoked_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     /// True when not revoked, not expired and not used up.

@@ -76,6 +76,7 @@ pub struct Group {
     /// `grp_` id.
     pub id: String,
     pub name: String,
+    #[oai(nullable)]
     pub selector: Option<String>,
     /// Hosts set by `PUT …/hosts`.
     pub static_hosts: i64,

@@ -69,19 +69,29 @@ pub struct Host {
     /// `hst_` id.
     pub id: String,
     pub hostname: String,
+    #[oai(nullable)]
     pub display_name: Option<String>,
+    #[oai(nullable)]
     pub notes: Option<String>,
     /// Identity within the organization; hostnames change and repeat.
     pub machine_id: String,
     /// A label is a selector, so the type matters: string to string.
     pub labels: BTreeMap<String, String>,
+    #[oai(nullable)]
     pub distro: Option<String>,
+    #[oai(nullable)]
     pub distro_version: Option<String>,
+    #[oai(nullable)]
     pub os_family: Option<String>,
+    #[oai(nullable)]
     pub arch: Option<String>,
+    #[oai(nullable)]
     pub kernel_version: Option<String>,
+    #[oai(nullable)]
     pub virtualization: Option<String>,
+    #[oai(nullable)]
     pub agent_version: Option<String>,
+    #[oai(nullable)]
     pub agent_mode: Option<String>,
     /// A ceiling set by the host's own agent configuration; the server may narrow it, never
     /// widen it.
@@ -93,25 +103,34 @@ pub struct Host {
     /// decommissioned; unknown values pass through.
     pub status: String,
     pub enrolled_at: DateTime<Utc>,
+    #[oai(nullable)]
     pub last_seen_at: Option<DateTime<Utc>>,
+    #[oai(nullable)]
     pub last_inventory_at: Option<DateTime<Utc>>,
+    #[oai(nullable)]
     pub cert_expires_at: Option<DateTime<Utc>>,
+    #[oai(nullable)]
     pub decommissioned_at: Option<DateTime<Utc>>,
     /// Null means the host cannot say, which is not false.
+    #[oai(nullable)]
     pub reboot_required: Option<bool>,
     pub services_need_restart: Vec<String>,
     /// An update for a held package will not install.
     pub held_packages: Vec<String>,
     /// Null means never evaluated, not zero.
+    #[oai(nullable)]
     pub updates: Option<UpdateCounts>,
     /// covered, no_feed (every update unrated, which is not safe) or unknown_release.
     pub advisory_coverage: String,
     /// `{kind, pinned, latest?, behind}`: package sources pinned in time, so zero updates on a
     /// frozen host is not patched.
+    #[oai(nullable)]
     pub frozen: Option<Value>,
     /// `{provider?, reason}`; null means an agent too old to say.
+    #[oai(nullable)]
     pub snapshots: Option<Value>,
     /// `{provider, region, instance_id}`.
+    #[oai(nullable)]
     pub cloud: Option<Value>,
     pub groups: Vec<GroupRef>,
     /// Open proposals only, newest first.
@@ -328,6 +347,7 @@ pub struct HostEvent {
     pub id: String,
     /// enrolled, checked_in_after_gap, labels_changed, went_offline, decommissioned, job_ran, …
     pub kind: String,
+    #[oai(nullable)]
     pub details: Option<Value>,
     pub at: DateTime<Utc>,
 }

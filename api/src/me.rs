@@ -29,12 +29,14 @@ pub struct Me {
     /// The account's id (`usr_`).
     pub id: String,
     pub email: String,
+    #[oai(nullable)]
     pub name: Option<String>,
     /// IANA time zone; digests arrive at 08:00 in it.
     pub time_zone: String,
     pub organizations: Vec<MyOrganization>,
     /// The session's CSRF token, to echo in `X-Service-Csrf`; absent when called with an API
     /// token (which needs none).
+    #[oai(nullable)]
     pub csrf_token: Option<String>,
 }
 

@@ -35,6 +35,7 @@ pub struct Member {
     /// The account's id (`usr_`).
     pub id: String,
     pub email: String,
+    #[oai(nullable)]
     pub name: Option<String>,
     /// owner, admin, operator or viewer.
     pub role: String,

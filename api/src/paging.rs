@@ -18,6 +18,7 @@ pub const MAX_LIMIT: u32 = 500;
 pub struct Page<T: ParseFromJSON + ToJSON> {
     pub items: Vec<T>,
     /// Pass as `cursor` to get the next page; null on the last page.
+    #[oai(nullable)]
     pub next_cursor: Option<String>,
 }
 

@@ -148,6 +148,7 @@ pub struct PolicyBody {
 #[derive(Object)]
 pub struct ScopeView {
     pub groups: Vec<String>,
+    #[oai(nullable)]
     pub selector: Option<String>,
 }
 
@@ -157,6 +158,7 @@ pub struct WindowView {
     pub duration_minutes: u32,
     pub time_zone: String,
     /// When the window next opens (now if it is open); absent when it never opens again.
+    #[oai(nullable)]
     pub next_opening: Option<DateTime<Utc>>,
 }
 
@@ -170,10 +172,12 @@ pub struct Policy {
     pub scope: ScopeView,
     pub required_approvals: i32,
     pub apply: Apply,
+    #[oai(nullable)]
     pub window: Option<WindowView>,
     pub reboot: Reboot,
     pub auto_merge: bool,
     pub updates: Coverage,
+    #[oai(nullable)]
     pub min_severity: Option<Severity>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

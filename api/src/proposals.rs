@@ -143,6 +143,7 @@ pub struct ProposalItem {
     pub packages: i64,
     pub known_exploited: bool,
     /// Null when nothing in the proposal was rated (not the same as harmless).
+    #[oai(nullable)]
     pub max_severity: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -191,7 +192,9 @@ fn item(p: proposals::Model) -> ProposalItem {
 
 #[derive(Object)]
 pub struct ProposalRelease {
+    #[oai(nullable)]
     pub codename: Option<String>,
+    #[oai(nullable)]
     pub version: Option<String>,
 }
 
@@ -210,8 +213,11 @@ pub struct AdvisoryView {
     pub external_id: String,
     pub source: String,
     /// low, medium, high or critical; null when the advisory is not rated.
+    #[oai(nullable)]
     pub severity: Option<String>,
+    #[oai(nullable)]
     pub title: Option<String>,
+    #[oai(nullable)]
     pub url: Option<String>,
     pub cves: Vec<String>,
     /// A CVE it lists is on a public known-exploited catalogue (never raises severity).
@@ -221,9 +227,13 @@ pub struct AdvisoryView {
 #[derive(Object)]
 pub struct ChangelogEntry {
     pub version: String,
+    #[oai(nullable)]
     pub date: Option<String>,
+    #[oai(nullable)]
     pub distribution: Option<String>,
+    #[oai(nullable)]
     pub maintainer: Option<String>,
+    #[oai(nullable)]
     pub urgency: Option<String>,
     pub changes: String,
 }
@@ -234,6 +244,7 @@ pub struct ChangelogEntry {
 #[derive(Object)]
 pub struct Changelog {
     pub status: String,
+    #[oai(nullable)]
     pub url: Option<String>,
     pub entries: Vec<ChangelogEntry>,
 }
@@ -259,6 +270,7 @@ pub struct Person {
     /// `usr_` id.
     pub id: String,
     pub email: String,
+    #[oai(nullable)]
     pub name: Option<String>,
 }
 
@@ -277,6 +289,7 @@ pub struct Target {
     /// `hst_` id.
     pub id: String,
     pub hostname: String,
+    #[oai(nullable)]
     pub display_name: Option<String>,
 }
 
@@ -304,6 +317,7 @@ pub struct ProposalDetail {
     /// never raising it.
     pub known_exploited: bool,
     /// Null means nothing in the proposal was rated (which is not the same as harmless).
+    #[oai(nullable)]
     pub max_severity: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
