@@ -24,7 +24,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Administer, AdministerInPerson},
     tags::Tag,
-    text::Text,
+    text::{Name, RoleText},
 };
 
 #[derive(Object)]
@@ -32,10 +32,10 @@ use crate::{
 pub struct NewApiToken {
     /// What the token is for.
     #[oai(validator(max_length = 255))]
-    pub name: Text,
+    pub name: Name,
     /// owner, admin, operator or viewer; no higher than the creator's own role.
     #[oai(validator(max_length = 16))]
-    pub role: Text,
+    pub role: RoleText,
     /// When it stops working; absent never expires. Must be in the future.
     pub expires_at: Option<DateTime<Utc>>,
 }

@@ -24,7 +24,7 @@ use crate::{
     rate_limit::{self, Limit},
     roles::Role,
     tags::Tag,
-    text::Text,
+    text::{EmailText, Name, SlugText, Text},
 };
 
 /// Per client address, across the unauthenticated operations.
@@ -43,7 +43,7 @@ const PER_ADDRESS: Limit = Limit {
 pub struct MagicLinkRequest {
     /// The address to send the sign-in link to.
     #[oai(validator(max_length = 254))]
-    pub email: Text,
+    pub email: EmailText,
 }
 
 #[derive(Object)]
@@ -51,20 +51,20 @@ pub struct MagicLinkRequest {
 pub struct NewOrganization {
     /// Display name.
     #[oai(validator(max_length = 255))]
-    pub name: Text,
+    pub name: Name,
     /// 3–40 lowercase letters, digits and hyphens; unique.
     #[oai(validator(max_length = 40))]
-    pub slug: Text,
+    pub slug: SlugText,
 }
 
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
 pub struct SignUpRequest {
     #[oai(validator(max_length = 254))]
-    pub email: Text,
+    pub email: EmailText,
     /// The person's name.
     #[oai(validator(max_length = 255))]
-    pub name: Text,
+    pub name: Name,
     pub organization: NewOrganization,
 }
 

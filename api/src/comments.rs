@@ -30,7 +30,7 @@ use crate::{
     proposals::find_proposal,
     roles::Discuss,
     tags::Tag,
-    text::Text,
+    text::CommentText,
 };
 
 /// Longest comment body, in characters (after trimming).
@@ -44,7 +44,7 @@ pub struct NewComment {
     /// The comment: 1–10,000 characters once leading and trailing whitespace is trimmed; line
     /// breaks and tabs are kept, other control characters are refused. `@email` or `@name`
     /// mentions a member of the organization (see the operation).
-    pub body: Text,
+    pub body: CommentText,
 }
 
 /// A member as a comment shows them: its author or somebody it mentions.
@@ -394,6 +394,7 @@ impl CommentsApi {
         /// The proposal's id (`prp_`).
         proposal_id: Path<String>,
         /// A comment's id (`cmt_`): answer the 50 comments written before it.
+        #[oai(validator(pattern = "^cmt_[0-7][0-9a-hjkmnp-tv-z]{25}$"))]
         before: Query<Option<String>>,
     ) -> Result<Json<CommentList>, CommentErrors> {
         let db = &state.db.orm;

@@ -24,7 +24,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::Manage,
     tags::Tag,
-    text::Text,
+    text::{Name, Text},
 };
 
 pub const TOKEN_PREFIX: &str = "enr_";
@@ -34,12 +34,13 @@ pub const TOKEN_PREFIX: &str = "enr_";
 pub struct NewEnrollmentToken {
     /// What the token is for (1–255 characters).
     #[oai(validator(max_length = 255))]
-    pub name: Text,
+    pub name: Name,
     /// Put on every host that enrols with it: at most 64; keys 1–63 letters, digits, `-`, `_`,
     /// `.`, `/`; values at most 255 characters.
     #[oai(default)]
     pub labels: BTreeMap<String, Text>,
     /// At least 1; absent or null is unlimited.
+    #[oai(validator(minimum(value = "1")))]
     pub max_uses: Option<i32>,
     /// Not in the past; absent or null never expires.
     pub expires_at: Option<DateTime<Utc>>,

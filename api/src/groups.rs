@@ -28,7 +28,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Operate, ReadFleet},
     tags::Tag,
-    text::Text,
+    text::{Name, Text},
 };
 use platform::selector::Selector;
 
@@ -42,7 +42,7 @@ pub const MAX_STATIC_HOSTS: usize = 10_000;
 pub struct NewGroup {
     /// Unique in the organization (1–255 characters).
     #[oai(validator(max_length = 255))]
-    pub name: Text,
+    pub name: Name,
     /// Label selector: `key=value`, `key!=value`, `key in (a,b)`, `key` (exists), AND-ed with
     /// commas. Hosts it picks are members besides the static ones.
     pub selector: Option<Text>,
@@ -53,7 +53,7 @@ pub struct NewGroup {
 pub struct GroupPatch {
     /// New name; absent leaves it.
     #[oai(validator(max_length = 255))]
-    pub name: Option<Text>,
+    pub name: Option<Name>,
     /// New selector; null removes it (no label-selected members); absent leaves it.
     pub selector: MaybeUndefined<Text>,
 }

@@ -408,7 +408,9 @@ impl HostsApi {
         org: org::Path<ReadFleet>,
         state: poem::web::Data<&AppState>,
         selector: Query<Option<String>>,
-        group: Query<Option<String>>,
+        #[oai(validator(pattern = "^grp_[0-7][0-9a-hjkmnp-tv-z]{25}$"))] group: Query<
+            Option<String>,
+        >,
         status: Query<Option<String>>,
         distro: Query<Option<String>>,
         q: Query<Option<String>>,

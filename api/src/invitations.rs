@@ -31,7 +31,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{AdministerInPerson, Right, Role},
     tags::Tag,
-    text::Text,
+    text::{EmailText, InvitedRoleText},
 };
 
 pub const INVITATION_TTL: Duration = Duration::days(7);
@@ -40,10 +40,10 @@ pub const INVITATION_TTL: Duration = Duration::days(7);
 #[oai(deny_unknown_fields)]
 pub struct NewInvitation {
     #[oai(validator(max_length = 254))]
-    pub email: Text,
+    pub email: EmailText,
     /// admin, operator or viewer; an invitation never grants owner.
     #[oai(validator(max_length = 16))]
-    pub role: Text,
+    pub role: InvitedRoleText,
 }
 
 #[derive(Object)]

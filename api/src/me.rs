@@ -10,7 +10,7 @@ use crate::{
     error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
     input,
     tags::Tag,
-    text::Text,
+    text::{Name, Text},
 };
 
 /// An organization the person belongs to, with their role there.
@@ -45,7 +45,7 @@ pub struct Me {
 pub struct MePatch {
     /// New name (1–255 characters); absent leaves it.
     #[oai(validator(max_length = 255))]
-    pub name: Option<Text>,
+    pub name: Option<Name>,
     /// New IANA time zone such as `Europe/London`; absent leaves it.
     #[oai(validator(max_length = 64))]
     pub time_zone: Option<Text>,

@@ -27,7 +27,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Administer, AdministerInPerson, Role},
     tags::Tag,
-    text::Text,
+    text::RoleText,
 };
 
 #[derive(Object)]
@@ -47,7 +47,7 @@ pub struct Member {
 pub struct RoleChange {
     /// owner, admin, operator or viewer. Only an owner may grant or take away owner.
     #[oai(validator(max_length = 16))]
-    pub role: Text,
+    pub role: RoleText,
 }
 
 #[derive(ApiResponse)]

@@ -4,11 +4,12 @@
 //! handler has to repeat it:
 //! - every operation that takes a request body may answer 413 `payload-too-large`: the edge
 //!   reads bodies through a size limit before any handler runs (`crate::middleware`);
-//! - a `limit` query parameter is the paged lists' (decisions §5): 1 to 500.
+//! - `limit` and `cursor` query parameters are the paged lists' (decisions §5): 1 to 500, and
+//!   a cursor the service gave out (or nothing).
 //!
 //! [`exact`] then states in the JSON what poem-openapi's metadata cannot express:
 //! - a request field that may be absent also accepts `null` (poem-openapi reads `null` as
-//!   absent for `Option` and `MaybeUndefined` fields), so it is `nullable`;
+//!   absent: `None` for `Option`, the default for `#[oai(default)]`), so it is `nullable`;
 //! - member-API request bodies deny unknown fields (`#[oai(deny_unknown_fields)]` on every one
 //!   of them), so their objects say `additionalProperties: false`. Agent bodies do not: an
 //!   agent newer than the service may send fields it does not know yet.
@@ -38,6 +39,9 @@ use crate::{
     paging::MAX_LIMIT,
 };
 
+/// What `crate::paging::Cursor::decode` accepts: nothing, or 26 base32 characters of an id.
+const CURSOR_PATTERN: &str = "^([0-7][0-9a-hjkmnp-tv-z]{25})?$";
+
 /// All operations, with the answers the edge adds to them documented.
 pub struct Documented<T>(pub T);
 
@@ -53,13 +57,22 @@ impl<T: OpenApi> OpenApi for Documented<T> {
                 error::document::<PayloadTooLarge>(&mut operation.responses);
             }
             for param in &mut operation.params {
-                if param.in_type == MetaParamIn::Query && param.name == "limit" {
-                    param.schema = param.schema.clone().merge(MetaSchema {
+                if param.in_type != MetaParamIn::Query {
+                    continue;
+                }
+                let shape = match param.name.as_str() {
+                    "limit" => MetaSchema {
                         minimum: Some(1.0),
                         maximum: Some(f64::from(MAX_LIMIT)),
                         ..MetaSchema::ANY
-                    });
-                }
+                    },
+                    "cursor" => MetaSchema {
+                        pattern: Some(CURSOR_PATTERN.to_owned()),
+                        ..MetaSchema::ANY
+                    },
+                    _ => continue,
+                };
+                param.schema = param.schema.clone().merge(shape);
             }
         }
         apis
@@ -156,11 +169,10 @@ fn request_object(schema: &mut Map<String, Value>, closed: bool) {
         .collect();
     if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         for (name, property) in properties.iter_mut() {
-            // A field with a default is filled in when absent but refuses `null`.
-            if required.contains(name) || property.get("default").is_some() {
-                continue;
+            // `null` is read as absent, also where absent means a default.
+            if !required.contains(name) {
+                nullable(property);
             }
-            nullable(property);
         }
     }
     if closed && !schema.contains_key("additionalProperties") {
@@ -345,10 +357,7 @@ mod tests {
             None
         );
         assert_eq!(schemas["NewThing"]["properties"]["note"]["nullable"], true);
-        assert_eq!(
-            schemas["NewThing"]["properties"]["tags"].get("nullable"),
-            None
-        );
+        assert_eq!(schemas["NewThing"]["properties"]["tags"]["nullable"], true);
         assert_eq!(
             schemas["NewThing"]["properties"]["inner"],
             serde_json::json!({"allOf": [{"$ref": "#/components/schemas/Inner"}], "nullable": true})

@@ -25,7 +25,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Manage, ReadFleet},
     tags::Tag,
-    text::Text,
+    text::{Name, Text},
 };
 use platform::{
     selector::Selector,
@@ -116,6 +116,7 @@ pub struct WindowBody {
     #[oai(validator(max_length = 1000))]
     pub rrule: Text,
     /// How long each opening lasts: 1 to 10,080 minutes (a week).
+    #[oai(validator(minimum(value = "1"), maximum(value = "10080")))]
     pub duration_minutes: u32,
     /// IANA time zone, e.g. `Europe/Berlin`.
     #[oai(validator(max_length = 64))]
@@ -128,9 +129,10 @@ pub struct WindowBody {
 pub struct PolicyBody {
     /// Unique in the organization (1–255 characters).
     #[oai(validator(max_length = 255))]
-    pub name: Text,
+    pub name: Name,
     pub scope: Scope,
     /// Distinct people who must approve a proposal (0 approves automatically; at most 20).
+    #[oai(validator(minimum(value = "0"), maximum(value = "20")))]
     pub required_approvals: i32,
     pub apply: Apply,
     /// Required when `apply` is `asap_in_window` or `reboot` is `in_window`.

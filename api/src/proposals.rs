@@ -38,7 +38,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Operate, ReadFleet},
     tags::Tag,
-    text::Text,
+    text::{Reason, Text},
 };
 
 /// Most hosts the detail lists in `targets`.
@@ -578,7 +578,7 @@ fn refused(err: DecisionError) -> ApiError {
 #[oai(deny_unknown_fields)]
 pub struct RejectBody {
     /// Why (1–2,000 characters).
-    pub reason: Text,
+    pub reason: Reason,
 }
 
 #[derive(Object)]
@@ -793,7 +793,7 @@ impl ProposalsApi {
         proposal_id: Path<String>,
         body: Json<RejectBody>,
     ) -> Result<Json<ApprovalSummary>, Decision> {
-        let why = reason(Some(&body.reason), true)?;
+        let why = reason(Some(&body.reason.0), true)?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
