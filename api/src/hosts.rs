@@ -30,7 +30,7 @@ use crate::{
     paging::{Cursor, Page, page_limit},
     roles::{Operate, ReadFleet},
     tags::Tag,
-    text::Text,
+    text::{DisplayNameText, NotesText, Text},
 };
 use platform::selector::{Requirement, Selector};
 
@@ -331,10 +331,10 @@ fn selector_condition(org_id: Uuid, selector: &Selector) -> Condition {
 pub struct HostPatch {
     /// At most 255 characters, no control characters or direction overrides; null clears it;
     /// absent leaves it.
-    pub display_name: MaybeUndefined<Text>,
+    pub display_name: MaybeUndefined<DisplayNameText>,
     /// At most 10,000 characters, no control characters but line feeds and tabs, no direction
     /// overrides; null clears them; absent leaves them.
-    pub notes: MaybeUndefined<Text>,
+    pub notes: MaybeUndefined<NotesText>,
     /// Replaces the whole set (never merges): at most 64; keys 1–63 letters, digits, `-`, `_`,
     /// `.`, `/`; values at most 255 characters. A change queues the host for evaluation.
     pub labels: Option<BTreeMap<String, Text>>,
@@ -364,9 +364,9 @@ type HostErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
 
 /// A text field people set and others are shown: bounded, and free of control characters
 /// (`multiline` text may hold line feeds and tabs).
-fn optional_text(
+fn optional_text<T: std::ops::Deref<Target = str>>(
     field: &str,
-    value: MaybeUndefined<Text>,
+    value: MaybeUndefined<T>,
     max: usize,
     multiline: bool,
 ) -> Result<MaybeUndefined<String>, ApiError> {

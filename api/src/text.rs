@@ -213,3 +213,23 @@ shaped_text!(
         Some(not_blank(r"\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F"))
     )
 );
+
+/// Characters that change how text around them is shown (`crate::input::is_unshowable`):
+/// control characters and Unicode bidirectional embeddings, overrides and isolates.
+const UNSHOWABLE: &str = r"\u0000-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069";
+/// The same, less line feeds and tabs.
+const UNSHOWABLE_BUT_LINES: &str =
+    r"\u0000-\u0008\u000B-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069";
+
+shaped_text!(
+    /// A host's display name: at most 255 characters, nothing [`UNSHOWABLE`].
+    DisplayNameText,
+    string(255, Some(format!("^[^{UNSHOWABLE}]*$")))
+);
+
+shaped_text!(
+    /// A host's notes: at most 10,000 characters, nothing [`UNSHOWABLE`] but line feeds and
+    /// tabs.
+    NotesText,
+    string(10_000, Some(format!("^[^{UNSHOWABLE_BUT_LINES}]*$")))
+);
