@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use entities::api_tokens;
+use platform::ids::ApiTokenId;
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
     param::{Path, Query},
@@ -44,7 +45,7 @@ pub struct NewApiToken {
 #[derive(Object)]
 pub struct ApiTokenRecord {
     /// `atk_` id: the record, not the credential.
-    pub id: String,
+    pub id: ApiTokenId,
     pub name: String,
     pub role: String,
     /// The `sat_…` value: shown once, in the create answer only; only its hash is kept.
@@ -75,7 +76,7 @@ pub enum Revoked {
 
 fn record(row: api_tokens::Model, token: Option<String>) -> ApiTokenRecord {
     ApiTokenRecord {
-        id: platform::ids::format_id("atk", row.id),
+        id: ApiTokenId::from(row.id),
         name: row.name,
         role: row.role,
         token,
@@ -144,7 +145,7 @@ impl ApiTokensApi {
         Entry::new("api_token.created")
             .org(org.org_id())
             .by(&org.caller)
-            .target("api_token", platform::ids::format_id("atk", row.id))
+            .target(ApiTokenId::from(row.id))
             .details(serde_json::json!({ "name": row.name, "role": row.role }))
             .write(&txn, now)
             .await?;
@@ -207,9 +208,9 @@ impl ApiTokensApi {
         org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// The token's record id (`atk_`).
-        api_token_id: Path<String>,
+        api_token_id: Path<ApiTokenId>,
     ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let id = platform::ids::parse_id("atk", &api_token_id).ok_or(ApiError::NotFound)?;
+        let id = *api_token_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let revoked = api_tokens::Entity::update_many()
@@ -225,7 +226,7 @@ impl ApiTokensApi {
         Entry::new("api_token.revoked")
             .org(org.org_id())
             .by(&org.caller)
-            .target("api_token", platform::ids::format_id("atk", id))
+            .target(id)
             .write(&txn, now)
             .await?;
         txn.commit().await?;

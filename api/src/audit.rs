@@ -3,6 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use entities::audit_events;
+use platform::ids::{
+    AccountId, ApiTokenId, AuditEventId, CommentId, EnrollmentTokenId, GroupId, HostId,
+    InvitationId, PolicyId, ProposalId,
+};
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
@@ -18,6 +22,31 @@ use crate::{
     roles::Administer,
     tags::Tag,
 };
+
+/// An id an entry can name as its target, with the `target_kind` it is recorded under.
+pub trait Target: std::fmt::Display {
+    const KIND: &'static str;
+}
+
+macro_rules! targets {
+    ($($id:ty => $kind:literal),* $(,)?) => {
+        $(impl Target for $id {
+            const KIND: &'static str = $kind;
+        })*
+    };
+}
+
+targets!(
+    HostId => "host",
+    GroupId => "group",
+    PolicyId => "policy",
+    ProposalId => "proposal",
+    CommentId => "comment",
+    AccountId => "member",
+    ApiTokenId => "api_token",
+    EnrollmentTokenId => "enrollment_token",
+    InvitationId => "invitation",
+);
 
 /// One entry to record.
 pub struct Entry<'a> {
@@ -63,9 +92,17 @@ impl<'a> Entry<'a> {
         self
     }
 
-    pub fn target(mut self, kind: &'static str, id: impl Into<String>) -> Self {
-        self.target_kind = Some(kind);
-        self.target_id = Some(id.into());
+    /// What the entry is about, named by its id (the kind follows from the id's type).
+    pub fn target<T: Target>(mut self, id: T) -> Self {
+        self.target_kind = Some(T::KIND);
+        self.target_id = Some(id.to_string());
+        self
+    }
+
+    /// The organization itself, named by its slug (it has no public id).
+    pub fn target_organization(mut self, slug: &str) -> Self {
+        self.target_kind = Some("organization");
+        self.target_id = Some(slug.to_owned());
         self
     }
 
@@ -102,15 +139,15 @@ impl<'a> Entry<'a> {
 #[derive(Object)]
 pub struct AuditEvent {
     /// The event's id.
-    pub id: String,
+    pub id: AuditEventId,
     /// What happened, such as `member.role_changed` or `api_token.created`.
     pub action: String,
     /// The account that acted (`usr_`), absent for the service itself.
     #[oai(nullable)]
-    pub actor_id: Option<String>,
+    pub actor_id: Option<AccountId>,
     /// The API token it acted through (`atk_`), when it was one.
     #[oai(nullable)]
-    pub actor_api_token_id: Option<String>,
+    pub actor_api_token_id: Option<ApiTokenId>,
     /// The kind of object acted on, such as `member` or `invitation`.
     #[oai(nullable)]
     pub target_kind: Option<String>,
@@ -168,14 +205,10 @@ impl AuditApi {
             limit,
             |row| row.id,
             |row| AuditEvent {
-                id: platform::ids::format_id("aud", row.id),
+                id: row.id.into(),
                 action: row.action,
-                actor_id: row
-                    .actor_account_id
-                    .map(|id| platform::ids::format_id("usr", id)),
-                actor_api_token_id: row
-                    .actor_api_token_id
-                    .map(|id| platform::ids::format_id("atk", id)),
+                actor_id: row.actor_account_id.map(AccountId::from),
+                actor_api_token_id: row.actor_api_token_id.map(ApiTokenId::from),
                 target_kind: row.target_kind,
                 target_id: row.target_id,
                 ip: row.ip,

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use entities::{accounts, email_tokens, memberships, organizations, sessions};
-use platform::jobs::SendLink;
+use platform::{ids::AccountId, jobs::SendLink};
 use poem::Request;
 use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
 use sea_orm::{
@@ -337,7 +337,7 @@ impl AuthApi {
             Entry::new("auth.signed_in")
                 .org(membership.org_id)
                 .account(account.id, ip.clone())
-                .target("member", platform::ids::format_id("usr", account.id))
+                .target(AccountId::from(account.id))
                 .write(&txn, now)
                 .await?;
         }
@@ -431,7 +431,7 @@ impl AuthApi {
         Entry::new("auth.signed_up")
             .org(org.id)
             .account(account.id, ip)
-            .target("organization", org.slug.clone())
+            .target_organization(&org.slug)
             .details(serde_json::json!({ "email": account.email, "role": "owner", "plan": "free" }))
             .write(&txn, now)
             .await?;

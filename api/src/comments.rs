@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entities::{accounts, comments, memberships};
+use platform::ids::{AccountId, CommentId, ProposalId};
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
     param::{Path, Query},
@@ -51,7 +52,7 @@ pub struct NewComment {
 #[derive(Object, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommentPerson {
     /// The account's id (`usr_`).
-    pub id: String,
+    pub id: AccountId,
     pub email: String,
     /// Display name; null when they have not set one.
     #[oai(nullable)]
@@ -62,7 +63,7 @@ pub struct CommentPerson {
 #[derive(Object)]
 pub struct Comment {
     /// `cmt_` id; ids sort by writing order.
-    pub id: String,
+    pub id: CommentId,
     pub body: String,
     pub written_at: DateTime<Utc>,
     pub author: CommentPerson,
@@ -97,7 +98,7 @@ type CommentErrors = Errors<(
 
 fn person(account: &accounts::Model) -> CommentPerson {
     CommentPerson {
-        id: platform::ids::format_id("usr", account.id),
+        id: AccountId::from(account.id),
         email: account.email.clone(),
         name: account.name.clone(),
     }
@@ -105,7 +106,7 @@ fn person(account: &accounts::Model) -> CommentPerson {
 
 fn comment_view(row: comments::Model, author: CommentPerson) -> Comment {
     Comment {
-        id: platform::ids::format_id("cmt", row.id),
+        id: CommentId::from(row.id),
         // A stored value that is not a list of people (never written so) reads as no mentions.
         mentions: serde_json::from_str(&row.mentions).unwrap_or_default(),
         body: row.body,
@@ -293,14 +294,14 @@ impl CommentsApi {
         org: org::Path<Discuss>,
         state: poem::web::Data<&AppState>,
         /// The proposal's id (`prp_`).
-        proposal_id: Path<String>,
+        proposal_id: Path<ProposalId>,
         body: Json<NewComment>,
     ) -> Result<Created, CommentErrors> {
         let text = comment_body(&body.body)?;
         let now = state.clock.now();
         let author = &org.caller.account;
         let txn = state.db.begin_write().await?;
-        let proposal = find_proposal(&txn, org.org_id(), &proposal_id).await?;
+        let proposal = find_proposal(&txn, org.org_id(), *proposal_id).await?;
         let mentioned: Vec<accounts::Model> = if may_mention(&text) {
             let members = members(&txn, org.org_id()).await?;
             let mentionable = Mentionable::new(
@@ -328,14 +329,14 @@ impl CommentsApi {
         }
         .insert(&txn)
         .await?;
-        let id = platform::ids::format_id("cmt", row.id);
+        let id = CommentId::from(row.id);
         Entry::new("comment.created")
             .org(org.org_id())
             .by(&org.caller)
-            .target("comment", id.clone())
+            .target(id)
             .details(serde_json::json!({
-                "proposal_id": platform::ids::format_id("prp", proposal.id),
-                "mentions": mentions.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+                "proposal_id": ProposalId::from(proposal.id),
+                "mentions": mentions.iter().map(|m| m.id).collect::<Vec<_>>(),
             }))
             .write(&txn, now)
             .await?;
@@ -392,13 +393,13 @@ impl CommentsApi {
         org: org::Path<Discuss>,
         state: poem::web::Data<&AppState>,
         /// The proposal's id (`prp_`).
-        proposal_id: Path<String>,
+        proposal_id: Path<ProposalId>,
         /// A comment's id (`cmt_`): answer the 50 comments written before it.
         #[oai(validator(pattern = "^cmt_[0-7][0-9a-hjkmnp-tv-z]{25}$"))]
         before: Query<Option<String>>,
     ) -> Result<Json<CommentList>, CommentErrors> {
         let db = &state.db.orm;
-        let proposal = find_proposal(db, org.org_id(), &proposal_id).await?;
+        let proposal = find_proposal(db, org.org_id(), *proposal_id).await?;
         let mut query = comments::Entity::find()
             .filter(comments::Column::ProposalId.eq(proposal.id))
             .order_by_desc(comments::Column::Id)
@@ -409,8 +410,8 @@ impl CommentsApi {
                     "before: {raw:?} is not the id of a comment on this proposal"
                 ))
             };
-            let before_id = platform::ids::parse_id("cmt", raw).ok_or_else(not_here)?;
-            let exists = comments::Entity::find_by_id(before_id)
+            let before_id = CommentId::parse(raw).ok_or_else(not_here)?;
+            let exists = comments::Entity::find_by_id(before_id.uuid())
                 .filter(comments::Column::ProposalId.eq(proposal.id))
                 .select_only()
                 .column(comments::Column::Id)
@@ -454,7 +455,7 @@ impl CommentsApi {
                         .get(&row.author_id)
                         .cloned()
                         .unwrap_or_else(|| CommentPerson {
-                            id: platform::ids::format_id("usr", row.author_id),
+                            id: AccountId::from(row.author_id),
                             email: String::new(),
                             name: None,
                         });

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use entities::enrollment_tokens;
+use platform::ids::EnrollmentTokenId;
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
     param::{Path, Query},
@@ -50,7 +51,7 @@ pub struct NewEnrollmentToken {
 #[derive(Object)]
 pub struct EnrollmentToken {
     /// `etk_` id: the record, not the credential.
-    pub id: String,
+    pub id: EnrollmentTokenId,
     pub name: String,
     pub labels: BTreeMap<String, String>,
     /// Absent is unlimited.
@@ -98,7 +99,7 @@ fn record(
     token: Option<String>,
 ) -> EnrollmentToken {
     EnrollmentToken {
-        id: platform::ids::format_id("etk", row.id),
+        id: EnrollmentTokenId::from(row.id),
         usable: usable(&row, now),
         labels: serde_json::from_str(&row.labels).unwrap_or_default(),
         name: row.name,
@@ -170,7 +171,7 @@ impl EnrollmentTokensApi {
         Entry::new("enrollment_token.created")
             .org(org.org_id())
             .by(&org.caller)
-            .target("enrollment_token", platform::ids::format_id("etk", row.id))
+            .target(EnrollmentTokenId::from(row.id))
             .details(serde_json::json!({ "name": row.name, "max_uses": row.max_uses }))
             .write(&txn, now)
             .await?;
@@ -231,10 +232,9 @@ impl EnrollmentTokensApi {
         org: org::Path<Manage>,
         state: poem::web::Data<&AppState>,
         /// The record's id (`etk_`).
-        token_id: Path<String>,
+        token_id: Path<EnrollmentTokenId>,
     ) -> Result<Json<EnrollmentToken>, ReadErrors> {
-        let id = platform::ids::parse_id("etk", &token_id).ok_or(ApiError::NotFound)?;
-        let row = enrollment_tokens::Entity::find_by_id(id)
+        let row = enrollment_tokens::Entity::find_by_id(token_id.uuid())
             .filter(enrollment_tokens::Column::OrgId.eq(org.org_id()))
             .one(&state.db.orm)
             .await?
@@ -254,9 +254,9 @@ impl EnrollmentTokensApi {
         org: org::Path<Manage>,
         state: poem::web::Data<&AppState>,
         /// The record's id (`etk_`).
-        token_id: Path<String>,
+        token_id: Path<EnrollmentTokenId>,
     ) -> Result<Revoked, ReadErrors> {
-        let id = platform::ids::parse_id("etk", &token_id).ok_or(ApiError::NotFound)?;
+        let id = *token_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let revoked = enrollment_tokens::Entity::update_many()
@@ -272,7 +272,7 @@ impl EnrollmentTokensApi {
         Entry::new("enrollment_token.revoked")
             .org(org.org_id())
             .by(&org.caller)
-            .target("enrollment_token", platform::ids::format_id("etk", id))
+            .target(id)
             .write(&txn, now)
             .await?;
         txn.commit().await?;

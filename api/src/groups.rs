@@ -30,7 +30,10 @@ use crate::{
     tags::Tag,
     text::{Name, Text},
 };
-use platform::selector::Selector;
+use platform::{
+    ids::{GroupId, HostId},
+    selector::Selector,
+};
 
 const STATIC: &str = "static";
 const LABEL: &str = "label";
@@ -74,7 +77,7 @@ pub struct StaticHostsResult {
 #[derive(Object)]
 pub struct Group {
     /// `grp_` id.
-    pub id: String,
+    pub id: GroupId,
     pub name: String,
     #[oai(nullable)]
     pub selector: Option<String>,
@@ -127,7 +130,7 @@ fn group_view(row: groups::Model, counts: &HashMap<(Uuid, String), i64>) -> Grou
             .unwrap_or(0)
     };
     Group {
-        id: platform::ids::format_id("grp", row.id),
+        id: GroupId::from(row.id),
         static_hosts: count(STATIC),
         label_hosts: count(LABEL),
         name: row.name,
@@ -154,10 +157,9 @@ fn selector(raw: Option<&str>) -> Result<Option<String>, ApiError> {
 async fn find_group<C: ConnectionTrait>(
     db: &C,
     org_id: Uuid,
-    raw: &str,
+    id: GroupId,
 ) -> Result<groups::Model, ApiError> {
-    let id = platform::ids::parse_id("grp", raw).ok_or(ApiError::NotFound)?;
-    groups::Entity::find_by_id(id)
+    groups::Entity::find_by_id(id.uuid())
         .filter(groups::Column::OrgId.eq(org_id))
         .one(db)
         .await?
@@ -226,7 +228,7 @@ impl GroupsApi {
         Entry::new("group.created")
             .org(org.org_id())
             .by(&org.caller)
-            .target("group", platform::ids::format_id("grp", row.id))
+            .target(GroupId::from(row.id))
             .details(serde_json::json!({ "name": name, "selector": selector }))
             .write(&txn, now)
             .await?;
@@ -297,9 +299,9 @@ impl GroupsApi {
         org: org::Path<ReadFleet>,
         state: poem::web::Data<&AppState>,
         /// The group's id (`grp_`).
-        group_id: Path<String>,
+        group_id: Path<GroupId>,
     ) -> Result<Json<Group>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let row = find_group(&state.db.orm, org.org_id(), &group_id).await?;
+        let row = find_group(&state.db.orm, org.org_id(), *group_id).await?;
         Ok(Json(view(&state.db.orm, row).await?))
     }
 
@@ -314,7 +316,7 @@ impl GroupsApi {
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
         /// The group's id (`grp_`).
-        group_id: Path<String>,
+        group_id: Path<GroupId>,
         body: Json<GroupPatch>,
     ) -> Result<Json<Group>, Mutation> {
         let body = body.0;
@@ -330,7 +332,7 @@ impl GroupsApi {
         };
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_group(&txn, org.org_id(), &group_id).await?;
+        let row = find_group(&txn, org.org_id(), *group_id).await?;
         let mut changed: groups::ActiveModel = row.clone().into();
         if let Some(name) = &name {
             changed.name = Set(name.clone());
@@ -347,7 +349,7 @@ impl GroupsApi {
         Entry::new("group.updated")
             .org(org.org_id())
             .by(&org.caller)
-            .target("group", platform::ids::format_id("grp", row.id))
+            .target(GroupId::from(row.id))
             .details(serde_json::json!({ "name": updated.name, "selector": updated.selector }))
             .write(&txn, now)
             .await?;
@@ -373,11 +375,11 @@ impl GroupsApi {
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
         /// The group's id (`grp_`).
-        group_id: Path<String>,
+        group_id: Path<GroupId>,
     ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_group(&txn, org.org_id(), &group_id).await?;
+        let row = find_group(&txn, org.org_id(), *group_id).await?;
         group_hosts::Entity::delete_many()
             .filter(group_hosts::Column::GroupId.eq(row.id))
             .exec(&txn)
@@ -386,7 +388,7 @@ impl GroupsApi {
         Entry::new("group.deleted")
             .org(org.org_id())
             .by(&org.caller)
-            .target("group", platform::ids::format_id("grp", row.id))
+            .target(GroupId::from(row.id))
             .details(serde_json::json!({ "name": row.name }))
             .write(&txn, now)
             .await?;
@@ -408,7 +410,7 @@ impl GroupsApi {
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
         /// The group's id (`grp_`).
-        group_id: Path<String>,
+        group_id: Path<GroupId>,
         body: Json<StaticHosts>,
     ) -> Result<
         Json<StaticHostsResult>,
@@ -425,7 +427,7 @@ impl GroupsApi {
         }
         let mut wanted = BTreeSet::new();
         for raw in &body.hosts {
-            let id = platform::ids::parse_id("hst", raw).ok_or_else(|| {
+            let id = HostId::parse(raw).map(HostId::uuid).ok_or_else(|| {
                 ApiError::invalid(format!(
                     "hosts: {:?} is not a host of this organization",
                     raw.0
@@ -435,7 +437,7 @@ impl GroupsApi {
         }
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let group = find_group(&txn, org.org_id(), &group_id).await?;
+        let group = find_group(&txn, org.org_id(), *group_id).await?;
         let ids: Vec<Uuid> = wanted.iter().copied().collect();
         let mut known = BTreeSet::new();
         for chunk in ids.chunks(500) {
@@ -452,7 +454,7 @@ impl GroupsApi {
         if let Some(missing) = wanted.difference(&known).next() {
             return Err(ApiError::invalid(format!(
                 "hosts: {} is not a host of this organization; nothing was changed",
-                platform::ids::format_id("hst", *missing)
+                HostId::from(*missing)
             ))
             .into());
         }
@@ -475,7 +477,7 @@ impl GroupsApi {
         Entry::new("group.hosts_set")
             .org(org.org_id())
             .by(&org.caller)
-            .target("group", platform::ids::format_id("grp", group.id))
+            .target(GroupId::from(group.id))
             .details(serde_json::json!({ "static_hosts": ids.len() }))
             .write(&txn, now)
             .await?;

@@ -32,7 +32,10 @@ use crate::{
     tags::Tag,
     text::{DisplayNameText, NotesText, Text},
 };
-use platform::selector::{Requirement, Selector};
+use platform::{
+    ids::{GroupId, HostEventId, HostId, ProposalId},
+    selector::{Requirement, Selector},
+};
 
 pub const MAX_DISPLAY_NAME: usize = 255;
 pub const MAX_NOTES: usize = 10_000;
@@ -49,14 +52,14 @@ pub struct UpdateCounts {
 #[derive(Object)]
 pub struct GroupRef {
     /// `grp_` id.
-    pub id: String,
+    pub id: GroupId,
     pub name: String,
 }
 
 #[derive(Object)]
 pub struct ProposalRef {
     /// `prp_` id.
-    pub id: String,
+    pub id: ProposalId,
     pub number: i64,
     pub status: String,
     pub title: String,
@@ -67,7 +70,7 @@ pub struct ProposalRef {
 #[derive(Object)]
 pub struct Host {
     /// `hst_` id.
-    pub id: String,
+    pub id: HostId,
     pub hostname: String,
     #[oai(nullable)]
     pub display_name: Option<String>,
@@ -159,7 +162,7 @@ pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>, proposals: Vec<Propos
         _ => None,
     };
     Host {
-        id: platform::ids::format_id("hst", row.id),
+        id: HostId::from(row.id),
         labels: serde_json::from_str(&row.labels).unwrap_or_default(),
         agent_permissions: row
             .agent_permissions
@@ -217,7 +220,7 @@ async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<Grou
         .await?
         .into_iter()
         .map(|g| GroupRef {
-            id: platform::ids::format_id("grp", g.id),
+            id: GroupId::from(g.id),
             name: g.name,
         })
         .collect();
@@ -225,7 +228,6 @@ async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<Grou
     Ok(found)
 }
 
-/// The host `raw_id` of organization `org_id`, or `not-found`.
 /// The host's open proposals, newest first.
 async fn open_proposals<C: ConnectionTrait>(
     db: &C,
@@ -237,13 +239,13 @@ async fn open_proposals<C: ConnectionTrait>(
         .unwrap_or_default())
 }
 
+/// The host `id` of organization `org_id`, or `not-found`.
 pub async fn find_host<C: ConnectionTrait>(
     db: &C,
     org_id: Uuid,
-    raw_id: &str,
+    id: HostId,
 ) -> Result<hosts::Model, ApiError> {
-    let id = platform::ids::parse_id("hst", raw_id).ok_or(ApiError::NotFound)?;
-    hosts::Entity::find_by_id(id)
+    hosts::Entity::find_by_id(id.uuid())
         .filter(hosts::Column::OrgId.eq(org_id))
         .one(db)
         .await?
@@ -344,7 +346,7 @@ pub struct HostPatch {
 #[derive(Object)]
 pub struct HostEvent {
     /// `evt_` id.
-    pub id: String,
+    pub id: HostEventId,
     /// enrolled, checked_in_after_gap, labels_changed, went_offline, decommissioned, job_ran, …
     pub kind: String,
     #[oai(nullable)]
@@ -441,7 +443,7 @@ impl HostsApi {
             query = query.filter(selector_condition(org.org_id(), &parsed));
         }
         if let Some(group) = group.0.as_deref() {
-            let group_id = platform::ids::parse_id("grp", group)
+            let group_id = GroupId::parse(group)
                 .ok_or_else(|| ApiError::invalid("group must be a grp_ id"))?;
             let members = SqlQuery::select()
                 .column(group_hosts::Column::HostId)
@@ -503,7 +505,7 @@ impl HostsApi {
                     .filter(|m| m.host_id == h.id)
                     .filter_map(|m| {
                         names.get(&m.group_id).map(|name| GroupRef {
-                            id: platform::ids::format_id("grp", m.group_id),
+                            id: GroupId::from(m.group_id),
                             name: name.clone(),
                         })
                     })
@@ -527,9 +529,9 @@ impl HostsApi {
         org: org::Path<ReadFleet>,
         state: poem::web::Data<&AppState>,
         /// The host's id (`hst_`).
-        host_id: Path<String>,
+        host_id: Path<HostId>,
     ) -> Result<Json<Host>, HostErrors> {
-        let host = find_host(&state.db.orm, org.org_id(), &host_id).await?;
+        let host = find_host(&state.db.orm, org.org_id(), *host_id).await?;
         let groups = groups_of(&state.db.orm, host.id).await?;
         let proposals = open_proposals(&state.db.orm, host.id).await?;
         Ok(Json(host_view(host, groups, proposals)))
@@ -550,7 +552,7 @@ impl HostsApi {
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
         /// The host's id (`hst_`).
-        host_id: Path<String>,
+        host_id: Path<HostId>,
         body: Json<HostPatch>,
     ) -> Result<
         Json<Host>,
@@ -573,7 +575,7 @@ impl HostsApi {
             .transpose()?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let host = find_host(&txn, org.org_id(), &host_id).await?;
+        let host = find_host(&txn, org.org_id(), *host_id).await?;
         let old_labels: BTreeMap<String, String> =
             serde_json::from_str(&host.labels).unwrap_or_default();
         let mut changed: hosts::ActiveModel = host.clone().into();
@@ -608,7 +610,7 @@ impl HostsApi {
         Entry::new("host.updated")
             .org(org.org_id())
             .by(&org.caller)
-            .target("host", platform::ids::format_id("hst", host.id))
+            .target(HostId::from(host.id))
             .write(&txn, now)
             .await?;
         let groups = groups_of(&txn, host.id).await?;
@@ -635,14 +637,14 @@ impl HostsApi {
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
         /// The host's id (`hst_`).
-        host_id: Path<String>,
+        host_id: Path<HostId>,
     ) -> Result<
         Decommissioned,
         Errors<(Unauthorized, Forbidden, NotFound, Conflict, TooManyRequests)>,
     > {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let host = find_host(&txn, org.org_id(), &host_id).await?;
+        let host = find_host(&txn, org.org_id(), *host_id).await?;
         if host.decommissioned_at.is_some() {
             return Err(ApiError::state(
                 StateRefusal::InvalidState,
@@ -662,7 +664,7 @@ impl HostsApi {
         Entry::new("host.decommissioned")
             .org(org.org_id())
             .by(&org.caller)
-            .target("host", platform::ids::format_id("hst", host.id))
+            .target(HostId::from(host.id))
             .write(&txn, now)
             .await?;
         let groups = groups_of(&txn, host.id).await?;
@@ -688,7 +690,7 @@ impl HostsApi {
         org: org::Path<ReadFleet>,
         state: poem::web::Data<&AppState>,
         /// The host's id (`hst_`).
-        host_id: Path<String>,
+        host_id: Path<HostId>,
         /// At most this many (default 50, at most 500).
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
@@ -704,7 +706,7 @@ impl HostsApi {
         )>,
     > {
         let limit = page_limit(limit.0)?;
-        let host = find_host(&state.db.orm, org.org_id(), &host_id).await?;
+        let host = find_host(&state.db.orm, org.org_id(), *host_id).await?;
         let mut query = host_events::Entity::find()
             .filter(host_events::Column::HostId.eq(host.id))
             .order_by_desc(host_events::Column::Id)
@@ -718,7 +720,7 @@ impl HostsApi {
             limit,
             |e| e.id,
             |e| HostEvent {
-                id: platform::ids::format_id("evt", e.id),
+                id: HostEventId::from(e.id),
                 kind: e.kind,
                 details: json_value(e.details.as_deref()),
                 at: e.created_at,

@@ -5,7 +5,10 @@
 
 use chrono::{DateTime, Duration, Utc};
 use entities::{accounts, invitations, memberships, organizations};
-use platform::jobs::SendLink;
+use platform::{
+    ids::{AccountId, InvitationId},
+    jobs::SendLink,
+};
 use poem::Request;
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
@@ -49,13 +52,13 @@ pub struct NewInvitation {
 #[derive(Object)]
 pub struct Invitation {
     /// `inv_` id.
-    pub id: String,
+    pub id: InvitationId,
     pub email: String,
     pub role: String,
     /// pending, accepted, revoked or expired.
     pub status: String,
     /// Who invited (`usr_`).
-    pub invited_by: String,
+    pub invited_by: AccountId,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
 }
@@ -85,11 +88,11 @@ fn invitation(row: invitations::Model, now: DateTime<Utc>) -> Invitation {
         "pending"
     };
     Invitation {
-        id: platform::ids::format_id("inv", row.id),
+        id: InvitationId::from(row.id),
         email: row.email,
         role: row.role,
         status: status.to_owned(),
-        invited_by: platform::ids::format_id("usr", row.invited_by),
+        invited_by: AccountId::from(row.invited_by),
         created_at: row.created_at,
         expires_at: row.expires_at,
     }
@@ -190,7 +193,7 @@ impl InvitationsApi {
         Entry::new("invitation.created")
             .org(org.org_id())
             .by(&org.caller)
-            .target("invitation", platform::ids::format_id("inv", row.id))
+            .target(InvitationId::from(row.id))
             .details(serde_json::json!({ "email": row.email, "role": row.role }))
             .write(&txn, now)
             .await?;
@@ -262,9 +265,9 @@ impl InvitationsApi {
         org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// The invitation's id (`inv_`).
-        invitation_id: Path<String>,
+        invitation_id: Path<InvitationId>,
     ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let id = platform::ids::parse_id("inv", &invitation_id).ok_or(ApiError::NotFound)?;
+        let id = *invitation_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let revoked = invitations::Entity::update_many()
@@ -281,7 +284,7 @@ impl InvitationsApi {
         Entry::new("invitation.revoked")
             .org(org.org_id())
             .by(&org.caller)
-            .target("invitation", platform::ids::format_id("inv", id))
+            .target(id)
             .write(&txn, now)
             .await?;
         txn.commit().await?;
@@ -385,7 +388,7 @@ impl InvitationsApi {
         Entry::new("invitation.accepted")
             .org(org.id)
             .account(account.id, ip)
-            .target("invitation", platform::ids::format_id("inv", row.id))
+            .target(InvitationId::from(row.id))
             .details(serde_json::json!({ "email": account.email, "role": row.role, "already_member": already.is_some() }))
             .write(&txn, now)
             .await?;

@@ -1,6 +1,7 @@
 //! The signed-in person: who they are, their organizations and roles, their profile.
 
 use entities::{accounts, memberships, organizations};
+use platform::ids::AccountId;
 use poem_openapi::{Object, OpenApi, payload::Json};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
@@ -27,7 +28,7 @@ pub struct MyOrganization {
 #[derive(Object)]
 pub struct Me {
     /// The account's id (`usr_`).
-    pub id: String,
+    pub id: AccountId,
     pub email: String,
     #[oai(nullable)]
     pub name: Option<String>,
@@ -78,7 +79,7 @@ async fn me(state: &AppState, caller: &crate::access::Caller) -> Result<Me, ApiE
     organizations.sort_by(|a, b| a.slug.cmp(&b.slug));
     let csrf_token = caller.csrf_token().map(str::to_owned);
     Ok(Me {
-        id: platform::ids::format_id("usr", account.id),
+        id: AccountId::from(account.id),
         email: account.email.clone(),
         name: account.name.clone(),
         time_zone: account.time_zone.clone(),

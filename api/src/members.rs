@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use entities::{accounts, api_tokens, memberships, organizations};
+use platform::ids::AccountId;
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
     param::{Path, Query},
@@ -33,7 +34,7 @@ use crate::{
 #[derive(Object)]
 pub struct Member {
     /// The account's id (`usr_`).
-    pub id: String,
+    pub id: AccountId,
     pub email: String,
     #[oai(nullable)]
     pub name: Option<String>,
@@ -68,7 +69,7 @@ type MemberErrors = Errors<(
 
 fn member(account: accounts::Model, membership: memberships::Model) -> Member {
     Member {
-        id: platform::ids::format_id("usr", account.id),
+        id: AccountId::from(account.id),
         email: account.email,
         name: account.name,
         role: membership.role,
@@ -98,10 +99,6 @@ async fn owners(txn: &DatabaseTransaction, org_id: Uuid) -> Result<u64, ApiError
         .filter(memberships::Column::Role.eq(Role::Owner.as_str()))
         .count(txn)
         .await?)
-}
-
-fn target_id(raw: &str) -> Result<Uuid, ApiError> {
-    platform::ids::parse_id("usr", raw).ok_or(ApiError::NotFound)
 }
 
 pub struct MembersApi;
@@ -169,10 +166,10 @@ impl MembersApi {
         org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// The member's account id (`usr_`).
-        member_id: Path<String>,
+        member_id: Path<AccountId>,
         body: Json<RoleChange>,
     ) -> Result<Json<Member>, MemberErrors> {
-        let account_id = target_id(&member_id)?;
+        let account_id = member_id.uuid();
         let role = input::role("role", &body.role)?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
@@ -201,7 +198,7 @@ impl MembersApi {
         Entry::new("member.role_changed")
             .org(org.org_id())
             .by(&org.caller)
-            .target("member", platform::ids::format_id("usr", account_id))
+            .target(AccountId::from(account_id))
             .details(serde_json::json!({ "from": current.role, "to": role.as_str() }))
             .write(&txn, now)
             .await?;
@@ -227,9 +224,9 @@ impl MembersApi {
         org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         /// The member's account id (`usr_`).
-        member_id: Path<String>,
+        member_id: Path<AccountId>,
     ) -> Result<Removed, MemberErrors> {
-        let account_id = target_id(&member_id)?;
+        let account_id = member_id.uuid();
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         lock_org(&state, &txn, org.org_id()).await?;
@@ -262,7 +259,7 @@ impl MembersApi {
         Entry::new("member.removed")
             .org(org.org_id())
             .by(&org.caller)
-            .target("member", platform::ids::format_id("usr", account_id))
+            .target(AccountId::from(account_id))
             .details(serde_json::json!({ "role": current.role }))
             .write(&txn, now)
             .await?;

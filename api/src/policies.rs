@@ -28,6 +28,7 @@ use crate::{
     text::{Name, Text},
 };
 use platform::{
+    ids::{GroupId, PolicyId},
     selector::Selector,
     window::{Window, WindowSpec},
 };
@@ -149,7 +150,7 @@ pub struct PolicyBody {
 
 #[derive(Object)]
 pub struct ScopeView {
-    pub groups: Vec<String>,
+    pub groups: Vec<GroupId>,
     #[oai(nullable)]
     pub selector: Option<String>,
 }
@@ -167,7 +168,7 @@ pub struct WindowView {
 #[derive(Object)]
 pub struct Policy {
     /// `pol_` id.
-    pub id: String,
+    pub id: PolicyId,
     /// Starts at 1; every change adds one.
     pub version: i32,
     pub name: String,
@@ -233,7 +234,7 @@ async fn validate<C: ConnectionTrait>(
     }
     let mut groups_wanted = BTreeSet::new();
     for raw in &body.scope.groups {
-        let id = platform::ids::parse_id("grp", raw).ok_or_else(|| {
+        let id = GroupId::parse(raw).map(GroupId::uuid).ok_or_else(|| {
             ApiError::invalid(format!("scope.groups: {:?} is not a group id", raw.0))
         })?;
         groups_wanted.insert(id);
@@ -347,14 +348,11 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
         })
     });
     Policy {
-        id: platform::ids::format_id("pol", row.id),
+        id: PolicyId::from(row.id),
         version: row.version,
         name: row.name,
         scope: ScopeView {
-            groups: groups
-                .into_iter()
-                .map(|g| platform::ids::format_id("grp", g))
-                .collect(),
+            groups: groups.into_iter().map(GroupId::from).collect(),
             selector: row.selector,
         },
         required_approvals: row.required_approvals,
@@ -384,10 +382,9 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
 async fn find_policy<C: ConnectionTrait>(
     db: &C,
     org_id: Uuid,
-    raw: &str,
+    id: PolicyId,
 ) -> Result<policies::Model, ApiError> {
-    let id = platform::ids::parse_id("pol", raw).ok_or(ApiError::NotFound)?;
-    policies::Entity::find_by_id(id)
+    policies::Entity::find_by_id(id.uuid())
         .filter(policies::Column::OrgId.eq(org_id))
         .one(db)
         .await?
@@ -469,7 +466,7 @@ impl PoliciesApi {
         Entry::new("policy.created")
             .org(org.org_id())
             .by(&org.caller)
-            .target("policy", platform::ids::format_id("pol", row.id))
+            .target(PolicyId::from(row.id))
             .details(serde_json::json!({ "name": row.name, "version": row.version }))
             .write(&txn, now)
             .await?;
@@ -531,9 +528,9 @@ impl PoliciesApi {
         org: org::Path<ReadFleet>,
         state: poem::web::Data<&AppState>,
         /// The policy's id (`pol_`).
-        policy_id: Path<String>,
+        policy_id: Path<PolicyId>,
     ) -> Result<Json<Policy>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let row = find_policy(&state.db.orm, org.org_id(), &policy_id).await?;
+        let row = find_policy(&state.db.orm, org.org_id(), *policy_id).await?;
         Ok(Json(view(row, state.clock.now())))
     }
 
@@ -549,12 +546,12 @@ impl PoliciesApi {
         org: org::Path<Manage>,
         state: poem::web::Data<&AppState>,
         /// The policy's id (`pol_`).
-        policy_id: Path<String>,
+        policy_id: Path<PolicyId>,
         body: Json<PolicyBody>,
     ) -> Result<Json<Policy>, Mutation> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_policy(&txn, org.org_id(), &policy_id).await?;
+        let row = find_policy(&txn, org.org_id(), *policy_id).await?;
         let valid = validate(&txn, org.org_id(), &body, row.created_at, now).await?;
         let version = row.version.saturating_add(1);
         let mut changed: policies::ActiveModel = row.into();
@@ -577,7 +574,7 @@ impl PoliciesApi {
         Entry::new("policy.updated")
             .org(org.org_id())
             .by(&org.caller)
-            .target("policy", platform::ids::format_id("pol", row.id))
+            .target(PolicyId::from(row.id))
             .details(serde_json::json!({ "name": row.name, "version": row.version }))
             .write(&txn, now)
             .await?;
@@ -598,11 +595,11 @@ impl PoliciesApi {
         org: org::Path<Manage>,
         state: poem::web::Data<&AppState>,
         /// The policy's id (`pol_`).
-        policy_id: Path<String>,
+        policy_id: Path<PolicyId>,
     ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_policy(&txn, org.org_id(), &policy_id).await?;
+        let row = find_policy(&txn, org.org_id(), *policy_id).await?;
         let undecided = proposals::Entity::find()
             .filter(proposals::Column::PolicyId.eq(row.id))
             .filter(proposals::Column::Status.is_in(ProposalStatus::UNDECIDED))
@@ -615,7 +612,7 @@ impl PoliciesApi {
         Entry::new("policy.deleted")
             .org(org.org_id())
             .by(&org.caller)
-            .target("policy", platform::ids::format_id("pol", row.id))
+            .target(PolicyId::from(row.id))
             .details(serde_json::json!({ "name": row.name }))
             .write(&txn, now)
             .await?;

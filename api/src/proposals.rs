@@ -20,6 +20,7 @@ use entities::{
     accounts, hosts, known_exploited, proposal_changes, proposal_decisions, proposal_hosts,
     proposals,
 };
+use platform::ids::{AccountId, HostId, PolicyId, ProposalId};
 use poem_openapi::{Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
@@ -48,23 +49,19 @@ pub const MAX_REASON: usize = 2_000;
 /// Furthest ahead a snooze may reach.
 pub const MAX_SNOOZE_DAYS: i64 = 365;
 
-/// The query for proposal `raw_id` (`prp_…`) of organization `org_id`; any other id, or
-/// another organization's proposal, is `not-found`.
-fn proposal_query(
-    org_id: Uuid,
-    raw_id: &str,
-) -> Result<sea_orm::Select<proposals::Entity>, ApiError> {
-    let id = platform::ids::parse_id("prp", raw_id).ok_or(ApiError::NotFound)?;
-    Ok(proposals::Entity::find_by_id(id).filter(proposals::Column::OrgId.eq(org_id)))
+/// The query for proposal `id` of organization `org_id`; another organization's proposal is
+/// `not-found`.
+fn proposal_query(org_id: Uuid, id: ProposalId) -> sea_orm::Select<proposals::Entity> {
+    proposals::Entity::find_by_id(id.uuid()).filter(proposals::Column::OrgId.eq(org_id))
 }
 
-/// The proposal `raw_id` of organization `org_id` (`not-found` otherwise).
+/// The proposal `id` of organization `org_id` (`not-found` otherwise).
 pub async fn find_proposal<C: ConnectionTrait>(
     db: &C,
     org_id: Uuid,
-    raw_id: &str,
+    id: ProposalId,
 ) -> Result<proposals::Model, ApiError> {
-    proposal_query(org_id, raw_id)?
+    proposal_query(org_id, id)
         .one(db)
         .await?
         .ok_or(ApiError::NotFound)
@@ -76,9 +73,9 @@ async fn lock_proposal(
     state: &AppState,
     txn: &DatabaseTransaction,
     org_id: Uuid,
-    raw_id: &str,
+    id: ProposalId,
 ) -> Result<proposals::Model, ApiError> {
-    let mut query = proposal_query(org_id, raw_id)?;
+    let mut query = proposal_query(org_id, id);
     if state.db.kind() == platform::config::DatabaseKind::Postgres {
         query = query.lock_exclusive();
     }
@@ -89,7 +86,7 @@ async fn lock_proposal(
 #[derive(Object)]
 pub struct ApprovalSummary {
     /// `prp_` id.
-    pub id: String,
+    pub id: ProposalId,
     /// The proposal's status now: `open`, `approved`, `scheduled`, `applying`, `applied`,
     /// `partially_applied`, `failed`, `rejected`, `snoozed`, `superseded` or `closed`; values
     /// this build does not know are passed through.
@@ -107,7 +104,7 @@ pub struct ApprovalSummary {
 
 fn summary(p: &proposals::Model) -> ApprovalSummary {
     ApprovalSummary {
-        id: platform::ids::format_id("prp", p.id),
+        id: ProposalId::from(p.id),
         status: p.status.clone(),
         approvals: i64::from(p.approvals),
         required: i64::from(p.required),
@@ -122,7 +119,7 @@ fn summary(p: &proposals::Model) -> ApprovalSummary {
 #[derive(Object)]
 pub struct PolicyRef {
     /// `pol_` id.
-    pub id: String,
+    pub id: PolicyId,
     pub name: String,
     pub version: i32,
 }
@@ -130,7 +127,7 @@ pub struct PolicyRef {
 /// A proposal in a list.
 #[derive(Object)]
 pub struct ProposalItem {
-    pub id: String,
+    pub id: ProposalId,
     pub number: i64,
     /// `package_update`, `security_update` (every change fixes an advisory) or `dist_upgrade`.
     pub kind: String,
@@ -157,7 +154,7 @@ pub struct ProposalItem {
 
 fn policy_ref(p: &proposals::Model) -> Option<PolicyRef> {
     Some(PolicyRef {
-        id: platform::ids::format_id("pol", p.policy_id?),
+        id: PolicyId::from(p.policy_id?),
         name: p.policy_name.clone()?,
         version: p.policy_version?,
     })
@@ -166,7 +163,7 @@ fn policy_ref(p: &proposals::Model) -> Option<PolicyRef> {
 fn item(p: proposals::Model) -> ProposalItem {
     let status = ProposalStatus::of(&p);
     ProposalItem {
-        id: platform::ids::format_id("prp", p.id),
+        id: ProposalId::from(p.id),
         outstanding: lifecycle::outstanding(&p),
         policy: policy_ref(&p),
         number: p.number,
@@ -268,7 +265,7 @@ pub struct ChangeView {
 #[derive(Object)]
 pub struct Person {
     /// `usr_` id.
-    pub id: String,
+    pub id: AccountId,
     pub email: String,
     #[oai(nullable)]
     pub name: Option<String>,
@@ -287,7 +284,7 @@ pub struct DecisionView {
 #[derive(Object)]
 pub struct Target {
     /// `hst_` id.
-    pub id: String,
+    pub id: HostId,
     pub hostname: String,
     #[oai(nullable)]
     pub display_name: Option<String>,
@@ -296,7 +293,7 @@ pub struct Target {
 /// A proposal in full.
 #[derive(Object)]
 pub struct ProposalDetail {
-    pub id: String,
+    pub id: ProposalId,
     /// Human-facing, per organization, gap-free, never reused.
     pub number: i64,
     /// `package_update`, `security_update` (every change fixes an advisory) or `dist_upgrade`.
@@ -329,7 +326,7 @@ pub struct ProposalDetail {
     pub snoozed_until: Option<DateTime<Utc>>,
     /// The proposal that replaced this one.
     #[oai(skip_serializing_if_is_none)]
-    pub superseded_by: Option<String>,
+    pub superseded_by: Option<ProposalId>,
     /// never, immediate (reboot hosts that need it) or in_window (the same, only inside the
     /// maintenance window), as the rule said when opened. An agent reboots only if its own
     /// local configuration permits.
@@ -462,7 +459,7 @@ async fn detail<C: ConnectionTrait>(
             DecisionView {
                 at: d.at,
                 by: Person {
-                    id: platform::ids::format_id("usr", d.account_id),
+                    id: AccountId::from(d.account_id),
                     email: account.map(|a| a.email.clone()).unwrap_or_default(),
                     name: account.and_then(|a| a.name.clone()),
                 },
@@ -502,7 +499,7 @@ async fn detail<C: ConnectionTrait>(
         .filter_map(|id| {
             let (hostname, display_name) = names.remove(&id)?;
             Some(Target {
-                id: platform::ids::format_id("hst", id),
+                id: HostId::from(id),
                 hostname,
                 display_name,
             })
@@ -510,15 +507,13 @@ async fn detail<C: ConnectionTrait>(
         .collect();
 
     Ok(ProposalDetail {
-        id: platform::ids::format_id("prp", p.id),
+        id: ProposalId::from(p.id),
         outstanding: lifecycle::outstanding(&p),
         policy: policy_ref(&p),
         release_upgrade: (p.kind == "dist_upgrade")
             .then(|| p.release_upgrade.as_deref().and_then(release_view))
             .flatten(),
-        superseded_by: p
-            .superseded_by
-            .map(|id| platform::ids::format_id("prp", id)),
+        superseded_by: p.superseded_by.map(ProposalId::from),
         scheduled_for: (ProposalStatus::of(&p) == ProposalStatus::Scheduled)
             .then_some(p.scheduled_for)
             .flatten(),
@@ -680,7 +675,7 @@ impl ProposalsApi {
             query = query.filter(proposals::Column::KnownExploited.eq(known));
         }
         if let Some(raw) = host.0.as_deref() {
-            let host_id = platform::ids::parse_id("hst", raw).unwrap_or(Uuid::nil());
+            let host_id = HostId::parse(raw).map_or(Uuid::nil(), HostId::uuid);
             query = query.filter(
                 proposals::Column::Id.in_subquery(
                     sea_orm::sea_query::Query::select()
@@ -692,7 +687,7 @@ impl ProposalsApi {
             );
         }
         if let Some(raw) = policy.0.as_deref() {
-            let policy_id = platform::ids::parse_id("pol", raw).unwrap_or(Uuid::nil());
+            let policy_id = PolicyId::parse(raw).map_or(Uuid::nil(), PolicyId::uuid);
             query = query.filter(proposals::Column::PolicyId.eq(policy_id));
         }
         let rows = query.all(&state.db.orm).await?;
@@ -711,10 +706,10 @@ impl ProposalsApi {
         org: org::Path<ReadFleet>,
         state: poem::web::Data<&AppState>,
         /// The proposal's id (`prp_`).
-        proposal_id: Path<String>,
+        proposal_id: Path<ProposalId>,
     ) -> Result<Json<ProposalDetail>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>>
     {
-        let p = find_proposal(&state.db.orm, org.org_id(), &proposal_id).await?;
+        let p = find_proposal(&state.db.orm, org.org_id(), *proposal_id).await?;
         Ok(Json(detail(&state.db.orm, p).await?))
     }
 
@@ -737,7 +732,7 @@ impl ProposalsApi {
         state: poem::web::Data<&AppState>,
         request: &poem::Request,
         /// The proposal's id (`prp_`).
-        proposal_id: Path<String>,
+        proposal_id: Path<ProposalId>,
     ) -> Result<
         Json<ApprovalSummary>,
         Errors<(
@@ -762,14 +757,14 @@ impl ProposalsApi {
         let now = state.clock.now();
         let account_id = org.caller.account_id();
         let txn = state.db.begin_write().await?;
-        let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
+        let p = lock_proposal(&state, &txn, org.org_id(), *proposal_id).await?;
         let p = decide::approve(&txn, p, account_id, now)
             .await
             .map_err(refused)?;
         Entry::new("proposal.approval_given")
             .org(org.org_id())
             .by(&org.caller)
-            .target("proposal", platform::ids::format_id("prp", p.id))
+            .target(ProposalId::from(p.id))
             .details(serde_json::json!({ "approvals": p.approvals, "status": p.status }))
             .write(&txn, now)
             .await?;
@@ -790,13 +785,13 @@ impl ProposalsApi {
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
         /// The proposal's id (`prp_`).
-        proposal_id: Path<String>,
+        proposal_id: Path<ProposalId>,
         body: Json<RejectBody>,
     ) -> Result<Json<ApprovalSummary>, Decision> {
         let why = reason(Some(&body.reason.0), true)?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
+        let p = lock_proposal(&state, &txn, org.org_id(), *proposal_id).await?;
         let p = decide::reject(&txn, p, org.caller.account_id(), why, now)
             .await
             .map_err(refused)?;
@@ -817,7 +812,7 @@ impl ProposalsApi {
         org: org::Path<Operate>,
         state: poem::web::Data<&AppState>,
         /// The proposal's id (`prp_`).
-        proposal_id: Path<String>,
+        proposal_id: Path<ProposalId>,
         body: Json<SnoozeBody>,
     ) -> Result<Json<ApprovalSummary>, Decision> {
         let now = state.clock.now();
@@ -829,7 +824,7 @@ impl ProposalsApi {
         }
         let why = reason(body.reason.as_ref(), false)?;
         let txn = state.db.begin_write().await?;
-        let p = lock_proposal(&state, &txn, org.org_id(), &proposal_id).await?;
+        let p = lock_proposal(&state, &txn, org.org_id(), *proposal_id).await?;
         let p = decide::snooze(&txn, p, org.caller.account_id(), body.until, why, now)
             .await
             .map_err(refused)?;
@@ -879,7 +874,7 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
             let refs = list
                 .into_iter()
                 .map(|p| crate::hosts::ProposalRef {
-                    id: platform::ids::format_id("prp", p.id),
+                    id: ProposalId::from(p.id),
                     number: p.number,
                     status: p.status.clone(),
                     title: p.title.clone(),

@@ -269,6 +269,6 @@ impl TestApp {
             .await
             .expect("label");
         }
-        platform::ids::format_id("hst", id)
+        platform::ids::HostId::from(id).to_string()
     }
 }

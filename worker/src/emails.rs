@@ -1,7 +1,7 @@
 //! The emails the service sends: plain text and HTML, with links built from `SERVICE_BASE_URL`.
 //! Every value shown in HTML goes through [`escape`].
 
-use platform::jobs::SendEmail;
+use platform::{ids::ProposalId, jobs::SendEmail};
 use url::Url;
 
 /// Escapes text for HTML element content and attribute values.
@@ -112,7 +112,7 @@ pub fn proposal_link(base: &Url, slug: &str, proposal_id: uuid::Uuid) -> String 
     url.set_path(&format!(
         "{}/orgs/{slug}/proposals/{}",
         base.path().trim_end_matches('/'),
-        platform::ids::format_id("prp", proposal_id)
+        ProposalId::from(proposal_id)
     ));
     url.set_query(None);
     url.to_string()
@@ -176,7 +176,7 @@ mod tests {
             proposal_link(&base, "acme", id),
             format!(
                 "https://fleet.example.com/app/orgs/acme/proposals/{}",
-                platform::ids::format_id("prp", id)
+                ProposalId::from(id)
             )
         );
     }

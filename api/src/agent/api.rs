@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use entities::{enrollment_tokens, host_keys, hosts};
+use platform::ids::HostId;
 use poem::{Request, RequestBody};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi,
@@ -78,7 +79,7 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for EnrolmentBody<T
 pub struct Enrolled {
     /// The host's id (`hst_`); the same host when the same `machine_id` enrols again while
     /// pending or decommissioned.
-    pub host_id: String,
+    pub host_id: HostId,
     /// The certificate's serial in lowercase hex: the `keyid` of every signature.
     pub key_id: String,
     /// PEM certificate binding the agent's key to the host (90 days).
@@ -139,10 +140,14 @@ async fn certify<C: sea_orm::ConnectionTrait>(
     csr: &str,
     now: DateTime<Utc>,
 ) -> Result<platform::agent_ca::Issued, ApiError> {
-    let host_id = platform::ids::format_id("hst", host.id);
     let issued = state
         .agent_ca
-        .issue(csr, &host_id, now, CERTIFICATE_VALIDITY)
+        .issue(
+            csr,
+            &HostId::from(host.id).to_string(),
+            now,
+            CERTIFICATE_VALIDITY,
+        )
         .map_err(csr_error)?;
     host_keys::ActiveModel {
         key_id: Set(issued.serial_hex.clone()),
@@ -209,7 +214,7 @@ impl AgentApi {
         let issued = certify(&state, &txn, &host, &request.csr, now).await?;
         txn.commit().await?;
         Ok(EnrollAnswer::Created(Json(Enrolled {
-            host_id: platform::ids::format_id("hst", host.id),
+            host_id: HostId::from(host.id),
             key_id: issued.serial_hex,
             certificate: issued.certificate_pem,
             ca_certificate: state.agent_ca.certificate_pem().to_owned(),

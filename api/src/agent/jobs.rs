@@ -8,6 +8,7 @@ use domain::{
     proposals::{JobPayload, begin_applying, settle},
 };
 use entities::{host_jobs, hosts};
+use platform::ids::{HostJobId, ProposalId};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
@@ -48,7 +49,7 @@ pub struct JobWindow {
 #[derive(Object)]
 pub struct Job {
     /// `job_` id; report the result to `/v1/agent/jobs/{id}/result`.
-    pub id: String,
+    pub id: HostJobId,
     /// `apply_updates` or `dist_upgrade`.
     pub kind: String,
     /// The proposal (`prp_`) this job carries out.
@@ -79,7 +80,7 @@ fn job_view(row: &host_jobs::Model) -> Job {
         window: None,
     });
     Job {
-        id: platform::ids::format_id("job", row.id),
+        id: HostJobId::from(row.id),
         kind: row.kind.clone(),
         proposal_id: payload.proposal_id,
         proposal_number: payload.proposal_number,
@@ -195,9 +196,10 @@ impl AgentJobsApi {
     async fn report(
         &self,
         state: poem::web::Data<&AppState>,
-        /// The job's id (`job_`).
-        job_id: Path<String>,
+        // Before the id: a request that is not signed is 401 whatever its path.
         request: Signed<JobResult>,
+        /// The job's id (`job_`).
+        job_id: Path<HostJobId>,
     ) -> Result<
         Reported,
         Errors<(
@@ -209,7 +211,7 @@ impl AgentJobsApi {
         )>,
     > {
         let Signed { host, body, .. } = request;
-        let id = platform::ids::parse_id("job", &job_id).ok_or(ApiError::NotFound)?;
+        let id = job_id.uuid();
         let now = state.clock.now();
         let status = match body.status {
             JobStatus::Succeeded => HostJobStatus::Succeeded,
@@ -247,8 +249,8 @@ impl AgentJobsApi {
                 &host_row,
                 "job_ran",
                 Some(serde_json::json!({
-                    "job_id": platform::ids::format_id("job", job.id),
-                    "proposal_id": job.proposal_id.map(|p| platform::ids::format_id("prp", p)),
+                    "job_id": HostJobId::from(job.id),
+                    "proposal_id": job.proposal_id.map(ProposalId::from),
                     "status": status,
                     "rebooted": body.rebooted,
                 })),

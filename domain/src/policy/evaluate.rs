@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entities::{policies, policy_dirty, proposal_changes, proposals};
-use platform::{config::DatabaseKind, db::Database};
+use platform::{config::DatabaseKind, db::Database, ids::PolicyId};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect,
@@ -93,7 +93,7 @@ pub async fn evaluate_policy(
         Ok(rules) => rules,
         Err(err) => {
             tracing::error!(
-                policy_id = %platform::ids::format_id("pol", policy.id),
+                policy_id = %PolicyId::from(policy.id),
                 error = %err,
                 "policy's maintenance window cannot be read: it covers no host until it is saved again"
             );

@@ -8,6 +8,7 @@ use entities::{
     group_hosts, host_updates, hosts, known_exploited, policies, proposal_changes, proposal_hosts,
     proposals,
 };
+use platform::ids::PolicyId;
 use sea_orm::{
     ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
@@ -38,7 +39,7 @@ async fn scope_hosts(
         Ok(scope) => scope,
         Err(err) => {
             tracing::error!(
-                policy_id = %platform::ids::format_id("pol", policy.id),
+                policy_id = %PolicyId::from(policy.id),
                 error = %err,
                 "policy scope cannot be read: it covers no host until it is saved again"
             );

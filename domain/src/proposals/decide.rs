@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use entities::{proposal_decisions, proposals};
+use platform::ids::ProposalId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
 };
@@ -98,7 +99,7 @@ pub async fn approve<C: ConnectionTrait>(
     }
     if let Err(err) = destination(&p, now) {
         tracing::error!(
-            proposal_id = %platform::ids::format_id("prp", p.id),
+            proposal_id = %ProposalId::from(p.id),
             error = %err,
             "approval refused: the proposal's maintenance window cannot be read"
         );

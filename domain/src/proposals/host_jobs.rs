@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entities::{host_jobs, hosts, proposal_changes, proposal_hosts, proposals};
+use platform::ids::{HostId, ProposalId};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
@@ -62,8 +63,8 @@ pub fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
 pub fn positions(proposal_id: Uuid, host_id: Uuid, text: &str) -> Vec<i32> {
     serde_json::from_str(text).unwrap_or_else(|err| {
         tracing::error!(
-            proposal_id = %platform::ids::format_id("prp", proposal_id),
-            host_id = %platform::ids::format_id("hst", host_id),
+            proposal_id = %ProposalId::from(proposal_id),
+            host_id = %HostId::from(host_id),
             error = %err,
             "a proposal host's change list cannot be read"
         );
@@ -89,7 +90,7 @@ fn reboot_and_window(proposal: &proposals::Model) -> (String, Option<JobWindow>)
         Ok(None) => (proposal.reboot.clone(), None),
         Err(err) => {
             tracing::error!(
-                proposal_id = %platform::ids::format_id("prp", proposal.id),
+                proposal_id = %ProposalId::from(proposal.id),
                 error = %err,
                 "maintenance window cannot be read: the proposal's jobs do not reboot"
             );
@@ -154,7 +155,7 @@ pub async fn create_jobs<C: ConnectionTrait>(
     let mut rows = Vec::with_capacity(targets.len());
     for (host_id, list) in targets {
         let payload = JobPayload {
-            proposal_id: platform::ids::format_id("prp", proposal.id),
+            proposal_id: ProposalId::from(proposal.id).to_string(),
             proposal_number: proposal.number,
             kind: proposal.kind.clone(),
             reboot: if may_not_reboot.contains(&host_id) {

@@ -14,6 +14,7 @@ pub mod settle;
 
 use chrono::{DateTime, Utc};
 use entities::{audit_events, organizations, proposals};
+use platform::ids::ProposalId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
     Set, sea_query::Expr,
@@ -75,7 +76,7 @@ pub async fn record<C: ConnectionTrait>(
         actor_api_token_id: Set(None),
         action: Set(action.to_owned()),
         target_kind: Set(Some("proposal".into())),
-        target_id: Set(Some(platform::ids::format_id("prp", proposal.id))),
+        target_id: Set(Some(ProposalId::from(proposal.id).to_string())),
         ip: Set(None),
         details: Set(Some(details.to_string())),
         created_at: Set(now),
@@ -136,7 +137,7 @@ pub async fn go_ahead<C: ConnectionTrait>(
         Ok(destination) => destination,
         Err(err) => {
             tracing::error!(
-                proposal_id = %platform::ids::format_id("prp", proposal.id),
+                proposal_id = %ProposalId::from(proposal.id),
                 error = %err,
                 "proposal not going ahead: its maintenance window cannot be read"
             );
@@ -320,7 +321,7 @@ pub async fn supersede<C: ConnectionTrait>(
         &old,
         "proposal.superseded",
         None,
-        serde_json::json!({"superseded_by": platform::ids::format_id("prp", by.id)}),
+        serde_json::json!({"superseded_by": ProposalId::from(by.id)}),
         now,
     )
     .await

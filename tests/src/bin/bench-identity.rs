@@ -15,7 +15,12 @@ use anyhow::Context;
 use api::roles::Role;
 use clap::Parser;
 use entities::{accounts, memberships, organizations};
-use platform::{clock::SystemClock, config::RawConfig, db::Database, jobs::Queue};
+use platform::{
+    clock::{Clock, SystemClock},
+    config::RawConfig,
+    db::Database,
+    jobs::Queue,
+};
 use sea_orm::{ActiveModelTrait, Set};
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +82,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         agent_ca,
     };
     // One organization with its owner, signed in.
-    let now = chrono::Utc::now();
+    let now = SystemClock.now();
     let account = accounts::ActiveModel {
         id: Set(platform::ids::new_uuid()),
         email: Set("owner@acme.test".into()),

@@ -55,14 +55,13 @@ use apalis::prelude::{TaskBuilder, TaskSink};
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
 use api::roles::Role;
-use chrono::Utc;
 use clap::Parser;
 use entities::{
     accounts, api_tokens, host_updates, hosts, known_exploited, memberships, organizations,
     policies, proposal_changes, proposals,
 };
 use platform::{
-    clock::SystemClock,
+    clock::{Clock, SystemClock},
     config::{Config, RawConfig},
     db::{Database, Pool},
     jobs::{EvaluateHost, Job, postgres_config, sqlite_config},
@@ -459,7 +458,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
         args.extra_min <= args.extra_max,
         "--extra-min > --extra-max"
     );
-    let now = Utc::now();
+    let now = SystemClock.now();
     let account = accounts::ActiveModel {
         id: Set(platform::ids::new_uuid()),
         email: Set("owner@acme.test".into()),
@@ -1220,8 +1219,8 @@ async fn http(
         .filter(proposals::Column::OrgId.eq(fleet.org_id))
         .count(&db.orm)
         .await?;
-    let prp = platform::ids::format_id("prp", security.id);
-    let host = platform::ids::format_id("hst", fleet.host_ids[fleet.host_ids.len() / 2]);
+    let prp = platform::ids::ProposalId::from(security.id).to_string();
+    let host = platform::ids::HostId::from(fleet.host_ids[fleet.host_ids.len() / 2]).to_string();
     let auth = vec![format!("Authorization: Bearer {}", fleet.token)];
     let targets: Vec<(&str, String)> = vec![
         ("detail", format!("{base}/v1/orgs/acme/proposals/{prp}")),

@@ -447,7 +447,8 @@ async fn check_in(
     body: &Value,
 ) -> anyhow::Result<bool> {
     let bytes = serde_json::to_vec(body)?;
-    let now = chrono::Utc::now().timestamp();
+    // A real agent signs with the real time.
+    let now = platform::clock::Clock::now(&platform::clock::SystemClock).timestamp();
     let nonce = uuid::Uuid::now_v7().simple().to_string();
     let (input, signature, digest) = agent.sign(
         authority,

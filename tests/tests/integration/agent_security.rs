@@ -53,7 +53,8 @@ fn impostor_of(agent: &TestAgent) -> TestAgent {
 }
 
 async fn keys_of(app: &TestApp, agent: &TestAgent) -> Vec<host_keys::Model> {
-    let host_id = platform::ids::parse_id("hst", agent.host_id.as_deref().unwrap_or_default())
+    let host_id = platform::ids::HostId::parse(agent.host_id.as_deref().unwrap_or_default())
+        .map(platform::ids::HostId::uuid)
         .expect("host id");
     host_keys::Entity::find()
         .filter(host_keys::Column::HostId.eq(host_id))
@@ -230,7 +231,7 @@ async fn a_renewal_retried_with_the_same_csr_is_answered_with_the_same_certifica
 /// A signed call that passes authentication and then finds nothing: it costs the host's
 /// budget and nothing else.
 async fn report_unknown_job(app: &TestApp, agent: &TestAgent, tamper: Tamper) -> u16 {
-    let job = platform::ids::format_id("job", platform::ids::new_uuid());
+    let job = platform::ids::HostJobId::new().to_string();
     agent
         .post(
             app,
@@ -264,7 +265,7 @@ async fn signed_calls_are_limited_per_host_after_the_signature_is_checked() {
             "call {i}"
         );
     }
-    let job = platform::ids::format_id("job", platform::ids::new_uuid());
+    let job = platform::ids::HostJobId::new().to_string();
     let limited = agent
         .post(
             &app,

@@ -521,7 +521,8 @@ async fn a_changed_inventory_is_stored_exactly_as_reported() {
             .await;
         assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
     }
-    let host_id = platform::ids::parse_id("hst", agent.host_id.as_deref().unwrap_or_default())
+    let host_id = platform::ids::HostId::parse(agent.host_id.as_deref().unwrap_or_default())
+        .map(platform::ids::HostId::uuid)
         .expect("host id");
     let packages: Vec<(String, String, String)> = entities::host_packages::Entity::find()
         .filter(entities::host_packages::Column::HostId.eq(host_id))

@@ -53,7 +53,7 @@ async fn proposal(app: &TestApp, slug: &str, number: i64, title: &str) -> String
     .insert(db)
     .await
     .expect("proposal");
-    platform::ids::format_id("prp", id)
+    platform::ids::ProposalId::from(id).to_string()
 }
 
 /// Sets (or clears) the display name of the account with `email`.
@@ -236,7 +236,7 @@ async fn a_long_thread_answers_the_50_most_recent_and_before_pages_back() {
     assert_eq!(bodies(&middle), expected);
 
     // A `before` that is not a comment of this proposal.
-    let unknown = platform::ids::format_id("cmt", platform::ids::new_uuid());
+    let unknown = platform::ids::CommentId::new().to_string();
     for before in [
         "nope",
         unknown.as_str(),
@@ -422,8 +422,8 @@ async fn unknown_malformed_and_other_organizations_proposals_are_not_found() {
     let owner = app.sign_up("owner@acme.test", "acme").await;
     let _globex = app.sign_up("owner@globex.test", "globex").await;
     let theirs = proposal(&app, "globex", 1, "Their update").await;
-    let unknown = platform::ids::format_id("prp", platform::ids::new_uuid());
-    let group_shaped = platform::ids::format_id("grp", platform::ids::new_uuid());
+    let unknown = platform::ids::ProposalId::new().to_string();
+    let group_shaped = platform::ids::GroupId::new().to_string();
     for id in [
         theirs.as_str(),
         unknown.as_str(),

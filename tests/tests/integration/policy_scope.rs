@@ -53,7 +53,9 @@ impl<'a> Org<'a> {
     async fn policy(&self, body: Value) -> (String, uuid::Uuid) {
         let created = self.fleet.policy(body).await;
         let id = created["id"].as_str().unwrap_or_default().to_owned();
-        let uuid = platform::ids::parse_id("pol", &id).expect("pol id");
+        let uuid = platform::ids::PolicyId::parse(&id)
+            .map(platform::ids::PolicyId::uuid)
+            .expect("pol id");
         (id, uuid)
     }
 
@@ -196,7 +198,9 @@ async fn a_window_that_cannot_be_read_never_lets_a_change_go_ahead_as_if_there_w
 
     // The proposal's own copy of the window becomes unreadable: approving is refused instead
     // of going ahead now.
-    let first_id = platform::ids::parse_id("prp", &first).expect("prp id");
+    let first_id = platform::ids::ProposalId::parse(&first)
+        .map(platform::ids::ProposalId::uuid)
+        .expect("prp id");
     proposals::Entity::update_many()
         .col_expr(proposals::Column::Window, Expr::value("{\"rrule\":"))
         .filter(proposals::Column::Id.eq(first_id))

@@ -325,7 +325,9 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     );
 
     // Re-evaluating the same inventory changes nothing.
-    let policy_id = platform::ids::parse_id("pol", &text(&policy["id"])).expect("pol id");
+    let policy_id = platform::ids::PolicyId::parse(&text(&policy["id"]))
+        .map(platform::ids::PolicyId::uuid)
+        .expect("pol id");
     app.clock.advance(chrono::Duration::minutes(5));
     domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
         .await
@@ -865,7 +867,9 @@ async fn five_people_approving_one_proposal_needing_three_at_once() {
         (p["status"].clone(), p["approvals"].clone()),
         (json!("approved"), json!(3))
     );
-    let proposal_id = platform::ids::parse_id("prp", &id).expect("prp");
+    let proposal_id = platform::ids::ProposalId::parse(&id)
+        .map(platform::ids::ProposalId::uuid)
+        .expect("prp");
     let decisions = proposal_decisions::Entity::find()
         .filter(proposal_decisions::Column::ProposalId.eq(proposal_id))
         .count(&app.state.db.orm)
@@ -893,7 +897,8 @@ async fn an_approved_proposal_reaches_the_agent_and_its_result_settles_it() {
         )
         .await;
     // The agent's permissions are a ceiling: this one may apply updates but not reboot.
-    let host_uuid = platform::ids::parse_id("hst", agent.host_id.as_deref().unwrap_or_default())
+    let host_uuid = platform::ids::HostId::parse(agent.host_id.as_deref().unwrap_or_default())
+        .map(platform::ids::HostId::uuid)
         .expect("host id");
     entities::hosts::Entity::update_many()
         .col_expr(
