@@ -12,8 +12,7 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 
 use crate::{
@@ -176,8 +175,9 @@ impl ApiTokensApi {
         )>,
     > {
         let limit = page_limit(limit.0)?;
-        let mut query = api_tokens::Entity::find()
-            .filter(api_tokens::Column::OrgId.eq(org.org_id()))
+        let mut query = org
+            .scope()
+            .rows::<api_tokens::Entity>()
             .order_by_desc(api_tokens::Column::Id)
             .limit(u64::from(limit) + 1);
         if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
@@ -211,10 +211,11 @@ impl ApiTokensApi {
         let id = *api_token_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let revoked = api_tokens::Entity::update_many()
+        let revoked = org
+            .scope()
+            .update_rows::<api_tokens::Entity>()
             .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
             .filter(api_tokens::Column::Id.eq(id))
-            .filter(api_tokens::Column::OrgId.eq(org.org_id()))
             .filter(api_tokens::Column::RevokedAt.is_null())
             .exec(&txn)
             .await?;

@@ -9,8 +9,7 @@ use platform::ids::{
 };
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -186,8 +185,9 @@ impl AuditApi {
         )>,
     > {
         let limit = page_limit(limit.0)?;
-        let mut query = audit_events::Entity::find()
-            .filter(audit_events::Column::OrgId.eq(org.org_id()))
+        let mut query = org
+            .scope()
+            .rows::<audit_events::Entity>()
             .order_by_desc(audit_events::Column::Id)
             .limit(u64::from(limit) + 1);
         if let Some(after) = Cursor::decode(cursor.0.as_deref())? {

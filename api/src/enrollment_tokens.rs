@@ -12,8 +12,7 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 
 use crate::{
@@ -202,8 +201,9 @@ impl EnrollmentTokensApi {
         )>,
     > {
         let limit = page_limit(limit.0)?;
-        let mut query = enrollment_tokens::Entity::find()
-            .filter(enrollment_tokens::Column::OrgId.eq(org.org_id()))
+        let mut query = org
+            .scope()
+            .rows::<enrollment_tokens::Entity>()
             .order_by_desc(enrollment_tokens::Column::Id)
             .limit(u64::from(limit) + 1);
         if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
@@ -232,11 +232,7 @@ impl EnrollmentTokensApi {
         /// The record's id (`etk_`).
         token_id: Path<EnrollmentTokenId>,
     ) -> Result<Json<EnrollmentToken>, ReadErrors> {
-        let row = enrollment_tokens::Entity::find_by_id(token_id.uuid())
-            .filter(enrollment_tokens::Column::OrgId.eq(org.org_id()))
-            .one(&state.db.orm)
-            .await?
-            .ok_or(ApiError::NotFound)?;
+        let row = org.scope().get(&state.db.orm, *token_id).await?;
         Ok(Json(record(row, state.clock.now(), None)))
     }
 
@@ -257,10 +253,11 @@ impl EnrollmentTokensApi {
         let id = *token_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let revoked = enrollment_tokens::Entity::update_many()
+        let revoked = org
+            .scope()
+            .update_rows::<enrollment_tokens::Entity>()
             .col_expr(enrollment_tokens::Column::RevokedAt, Expr::value(now))
             .filter(enrollment_tokens::Column::Id.eq(id))
-            .filter(enrollment_tokens::Column::OrgId.eq(org.org_id()))
             .filter(enrollment_tokens::Column::RevokedAt.is_null())
             .exec(&txn)
             .await?;

@@ -27,6 +27,7 @@ use crate::{
     input,
     paging::{Cursor, Page, page_limit},
     roles::{Operate, ReadFleet},
+    scope::Untenanted,
     tags::Tag,
     text::Text,
 };
@@ -107,7 +108,7 @@ async fn counts<C: ConnectionTrait>(
     db: &C,
     group_ids: Vec<Uuid>,
 ) -> Result<HashMap<(Uuid, String), i64>, ApiError> {
-    let rows: Vec<(Uuid, String, i64)> = group_hosts::Entity::find()
+    let rows: Vec<(Uuid, String, i64)> = group_hosts::Entity::rows()
         .select_only()
         .column(group_hosts::Column::GroupId)
         .column(group_hosts::Column::Source)
@@ -151,18 +152,6 @@ fn selector(raw: Option<&str>) -> Result<Option<String>, ApiError> {
             .map(|_| Some(text.to_owned()))
             .map_err(|e| ApiError::invalid(format!("selector: {e}"))),
     }
-}
-
-async fn find_group<C: ConnectionTrait>(
-    db: &C,
-    org_id: Uuid,
-    id: GroupId,
-) -> Result<groups::Model, ApiError> {
-    groups::Entity::find_by_id(id.uuid())
-        .filter(groups::Column::OrgId.eq(org_id))
-        .one(db)
-        .await?
-        .ok_or(ApiError::NotFound)
 }
 
 /// Policies scoped by groups follow a membership change (coalesced per policy).
@@ -267,8 +256,9 @@ impl GroupsApi {
         )>,
     > {
         let limit = page_limit(limit.0)?;
-        let mut query = groups::Entity::find()
-            .filter(groups::Column::OrgId.eq(org.org_id()))
+        let mut query = org
+            .scope()
+            .rows::<groups::Entity>()
             .order_by_asc(groups::Column::Id)
             .limit(u64::from(limit) + 1);
         if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
@@ -300,7 +290,7 @@ impl GroupsApi {
         /// The group's id (`grp_`).
         group_id: Path<GroupId>,
     ) -> Result<Json<Group>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let row = find_group(&state.db.orm, org.org_id(), *group_id).await?;
+        let row = org.scope().get(&state.db.orm, *group_id).await?;
         Ok(Json(view(&state.db.orm, row).await?))
     }
 
@@ -331,7 +321,7 @@ impl GroupsApi {
         };
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_group(&txn, org.org_id(), *group_id).await?;
+        let row = org.scope().get(&txn, *group_id).await?;
         let mut changed: groups::ActiveModel = row.clone().into();
         if let Some(name) = &name {
             changed.name = Set(name.clone());
@@ -378,12 +368,16 @@ impl GroupsApi {
     ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_group(&txn, org.org_id(), *group_id).await?;
-        group_hosts::Entity::delete_many()
+        let row = org.scope().get(&txn, *group_id).await?;
+        group_hosts::Entity::delete_rows()
             .filter(group_hosts::Column::GroupId.eq(row.id))
             .exec(&txn)
             .await?;
-        groups::Entity::delete_by_id(row.id).exec(&txn).await?;
+        org.scope()
+            .delete_rows::<groups::Entity>()
+            .filter(groups::Column::Id.eq(row.id))
+            .exec(&txn)
+            .await?;
         Entry::new("group.deleted")
             .org(org.org_id())
             .by(&org.caller)
@@ -436,14 +430,15 @@ impl GroupsApi {
         }
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let group = find_group(&txn, org.org_id(), *group_id).await?;
+        let group = org.scope().get(&txn, *group_id).await?;
         let ids: Vec<Uuid> = wanted.iter().copied().collect();
         let mut known = BTreeSet::new();
         for chunk in ids.chunks(500) {
-            let found: Vec<Uuid> = hosts::Entity::find()
+            let found: Vec<Uuid> = org
+                .scope()
+                .rows::<hosts::Entity>()
                 .select_only()
                 .column(hosts::Column::Id)
-                .filter(hosts::Column::OrgId.eq(org.org_id()))
                 .filter(hosts::Column::Id.is_in(chunk.to_vec()))
                 .into_tuple()
                 .all(&txn)
@@ -457,7 +452,7 @@ impl GroupsApi {
             ))
             .into());
         }
-        group_hosts::Entity::delete_many()
+        group_hosts::Entity::delete_rows()
             .filter(group_hosts::Column::GroupId.eq(group.id))
             .filter(group_hosts::Column::Source.eq(STATIC))
             .exec(&txn)

@@ -3,14 +3,15 @@
 use chrono::{DateTime, Utc};
 use entities::{memberships, organizations};
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::{
     AppState,
-    access::{Signed, Via, org},
+    access::{Signed, org},
     error::{BadRequest, Errors, NotFound, TooManyRequests, Unauthorized},
     paging::{Cursor, Page, page_limit},
     roles::ReadFleet,
+    scope,
     tags::Tag,
 };
 
@@ -45,13 +46,9 @@ impl OrgsApi {
     ) -> Result<Json<Page<Organization>>, Errors<(BadRequest, Unauthorized)>> {
         let limit = page_limit(limit.0)?;
         let caller = caller.0;
-        let mut query = memberships::Entity::find()
-            .filter(memberships::Column::AccountId.eq(caller.account_id()))
+        let mut query = scope::edge::memberships_of(caller.account_id().into(), caller.token_org())
             .order_by_asc(memberships::Column::OrgId)
             .limit(u64::from(limit) + 1);
-        if let Via::ApiToken { org_id, .. } = caller.via {
-            query = query.filter(memberships::Column::OrgId.eq(org_id));
-        }
         if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
             query = query.filter(memberships::Column::OrgId.gt(after));
         }
