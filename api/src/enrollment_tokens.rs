@@ -11,9 +11,7 @@ use poem_openapi::{
     param::{Path, Query},
     payload::Json,
 };
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
 
 use crate::{
     AppState,
@@ -21,7 +19,7 @@ use crate::{
     audit::Entry,
     error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::Manage,
     tags::Tag,
     text::Text,
@@ -200,23 +198,18 @@ impl EnrollmentTokensApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = org
-            .scope()
-            .rows::<enrollment_tokens::Entity>()
-            .order_by_desc(enrollment_tokens::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(enrollment_tokens::Column::Id.lt(before));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<enrollment_tokens::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                enrollment_tokens::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
         let now = state.clock.now();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |r| r.id,
-            |r| record(r, now, None),
-        )))
+        Ok(Json(rows.page(|r| record(r, now, None))))
     }
 
     /// One enrollment token record, without its value.

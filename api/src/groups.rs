@@ -12,8 +12,7 @@ use poem_openapi::{
     types::MaybeUndefined,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -25,7 +24,7 @@ use crate::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Operate, ReadFleet},
     scope::Untenanted,
     tags::Tag,
@@ -255,26 +254,13 @@ impl GroupsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = org
-            .scope()
-            .rows::<groups::Entity>()
-            .order_by_asc(groups::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(groups::Column::Id.gt(after));
-        }
-        let mut rows = query.all(&state.db.orm).await?;
-        let next_cursor = (rows.len() > limit as usize)
-            .then(|| rows.get(limit as usize - 1).map(|g| Cursor::encode(g.id)))
-            .flatten();
-        rows.truncate(limit as usize);
-        let counts = counts(&state.db.orm, rows.iter().map(|g| g.id).collect()).await?;
-        let items = rows
-            .into_iter()
-            .map(|row| group_view(row, &counts))
-            .collect();
-        Ok(Json(Page { items, next_cursor }))
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<groups::Entity>();
+        let rows = paging
+            .fetch(&state.db.orm, rows, groups::Column::Id, Order::OldestFirst)
+            .await?;
+        let counts = counts(&state.db.orm, rows.rows.iter().map(|g| g.id).collect()).await?;
+        Ok(Json(rows.page(|row| group_view(row, &counts))))
     }
 
     /// One group.

@@ -13,7 +13,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    QueryOrder, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -27,7 +27,7 @@ use crate::{
         Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Operate, ReadFleet},
     scope::{OrgScope, Untenanted},
     tags::Tag,
@@ -402,12 +402,8 @@ impl HostsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = org
-            .scope()
-            .rows::<hosts::Entity>()
-            .order_by_asc(hosts::Column::Id)
-            .limit(u64::from(limit) + 1);
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let mut query = org.scope().rows::<hosts::Entity>();
         if let Some(text) = selector.0.as_deref().filter(|s| !s.trim().is_empty()) {
             let parsed =
                 Selector::parse(text).map_err(|e| ApiError::invalid(format!("selector: {e}")))?;
@@ -444,14 +440,13 @@ impl HostsApi {
                 hosts::Column::UpdatesSecurity.eq(0)
             });
         }
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(hosts::Column::Id.gt(after));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let rows = paging
+            .fetch(&state.db.orm, query, hosts::Column::Id, Order::OldestFirst)
+            .await?;
         // Group names for the page in one query.
-        let ids: Vec<Uuid> = rows.iter().map(|h| h.id).collect();
+        let ids: Vec<Uuid> = rows.rows.iter().map(|h| h.id).collect();
         let memberships = group_hosts::Entity::rows()
-            .filter(group_hosts::Column::HostId.is_in(ids))
+            .filter(group_hosts::Column::HostId.is_in(ids.iter().copied()))
             .all(&state.db.orm)
             .await?;
         let group_ids: Vec<Uuid> = memberships.iter().map(|m| m.group_id).collect();
@@ -464,30 +459,23 @@ impl HostsApi {
             .into_iter()
             .map(|g| (g.id, g.name))
             .collect();
-        let host_ids: Vec<Uuid> = rows.iter().map(|h| h.id).collect();
-        let mut open =
-            crate::proposals::open_for_hosts(&state.db.orm, org.scope(), &host_ids).await?;
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |h| h.id,
-            |h| {
-                let mut refs: Vec<GroupRef> = memberships
-                    .iter()
-                    .filter(|m| m.host_id == h.id)
-                    .filter_map(|m| {
-                        names.get(&m.group_id).map(|name| GroupRef {
-                            id: GroupId::from(m.group_id),
-                            name: name.clone(),
-                        })
+        let mut open = crate::proposals::open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
+        Ok(Json(rows.page(|h| {
+            let mut refs: Vec<GroupRef> = memberships
+                .iter()
+                .filter(|m| m.host_id == h.id)
+                .filter_map(|m| {
+                    names.get(&m.group_id).map(|name| GroupRef {
+                        id: GroupId::from(m.group_id),
+                        name: name.clone(),
                     })
-                    .collect();
-                refs.sort_by(|a, b| a.name.cmp(&b.name));
-                refs.dedup_by(|a, b| a.id == b.id);
-                let proposals = open.remove(&h.id).unwrap_or_default();
-                host_view(h, refs, proposals)
-            },
-        )))
+                })
+                .collect();
+            refs.sort_by(|a, b| a.name.cmp(&b.name));
+            refs.dedup_by(|a, b| a.id == b.id);
+            let proposals = open.remove(&h.id).unwrap_or_default();
+            host_view(h, refs, proposals)
+        })))
     }
 
     /// One host, with its groups and open proposals.
@@ -680,28 +668,25 @@ impl HostsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let scope = org.scope();
         let host = scope.get(&state.db.orm, *host_id).await?;
-        let mut query = scope
+        let events = scope
             .rows::<host_events::Entity>()
-            .filter(host_events::Column::HostId.eq(host.id))
-            .order_by_desc(host_events::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(host_events::Column::Id.lt(before));
-        }
-        let rows = query.all(&state.db.orm).await?;
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |e| e.id,
-            |e| HostEvent {
-                id: HostEventId::from(e.id),
-                kind: e.kind,
-                details: json_value(e.details.as_deref()),
-                at: e.created_at,
-            },
-        )))
+            .filter(host_events::Column::HostId.eq(host.id));
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                events,
+                host_events::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
+        Ok(Json(rows.page(|e| HostEvent {
+            id: e.id.into(),
+            kind: e.kind,
+            details: json_value(e.details.as_deref()),
+            at: e.created_at,
+        })))
     }
 }

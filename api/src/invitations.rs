@@ -16,8 +16,7 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, QueryFilter, Set, sea_query::Expr,
 };
 
 use crate::{
@@ -31,7 +30,7 @@ use crate::{
     },
     input::{self, Email},
     members::lock_org,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{AdministerInPerson, Right, Role},
     scope::{Credential, OrgScope, Untenanted},
     tags::Tag,
@@ -237,23 +236,18 @@ impl InvitationsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = org
-            .scope()
-            .rows::<invitations::Entity>()
-            .order_by_desc(invitations::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(invitations::Column::Id.lt(before));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<invitations::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                invitations::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
         let now = state.clock.now();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |r| r.id,
-            |r| invitation(r, now),
-        )))
+        Ok(Json(rows.page(|r| invitation(r, now))))
     }
 
     /// Revoke an invitation: its link stops working. An invitation already accepted or revoked,

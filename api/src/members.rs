@@ -11,8 +11,8 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, PaginatorTrait, QueryFilter, QuerySelect,
+    Set, sea_query::Expr,
 };
 
 use crate::{
@@ -24,7 +24,7 @@ use crate::{
         Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Administer, AdministerInPerson, Role},
     scope::{OrgScope, Untenanted},
     tags::Tag,
@@ -129,15 +129,12 @@ impl MembersApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = org
-            .scope()
-            .rows::<memberships::Entity>()
-            .order_by_asc(memberships::Column::AccountId)
-            .limit(u64::from(limit) + 1);
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(memberships::Column::AccountId.gt(after));
-        }
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let query = paging.apply(
+            org.scope().rows::<memberships::Entity>(),
+            memberships::Column::AccountId,
+            Order::OldestFirst,
+        );
         let rows: Vec<_> = query
             .find_also_related(accounts::Entity)
             .all(&state.db.orm)
@@ -145,12 +142,8 @@ impl MembersApi {
             .into_iter()
             .filter_map(|(m, a)| a.map(|a| (m, a)))
             .collect();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |(m, _)| m.account_id,
-            |(m, a)| member(a, m),
-        )))
+        let rows = paging.cut(rows, |(m, _)| m.account_id);
+        Ok(Json(rows.page(|(m, a)| member(a, m))))
     }
 
     /// Change a member's role. Only an owner may grant owner or change an owner's role; the last

@@ -8,9 +8,7 @@ use chrono::{DateTime, Utc};
 use domain::{ProposalStatus, window::StoredWindow};
 use entities::{groups, policies, proposals};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, QuerySelect, Set};
 use uuid::Uuid;
 
 use crate::{
@@ -21,7 +19,7 @@ use crate::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Manage, ReadFleet},
     scope::OrgScope,
     tags::Tag,
@@ -481,23 +479,18 @@ impl PoliciesApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = org
-            .scope()
-            .rows::<policies::Entity>()
-            .order_by_asc(policies::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(policies::Column::Id.gt(after));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<policies::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                policies::Column::Id,
+                Order::OldestFirst,
+            )
+            .await?;
         let now = state.clock.now();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |r| r.id,
-            |r| view(r, now),
-        )))
+        Ok(Json(rows.page(|r| view(r, now))))
     }
 
     /// One policy, with when its window next opens.

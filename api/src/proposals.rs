@@ -35,7 +35,7 @@ use crate::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
         Unauthorized,
     },
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Operate, ReadFleet},
     scope::{OrgScope, Untenanted},
     tags::Tag,
@@ -618,15 +618,8 @@ impl ProposalsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = org
-            .scope()
-            .rows::<proposals::Entity>()
-            .order_by_desc(proposals::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(proposals::Column::Id.lt(before));
-        }
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let mut query = org.scope().rows::<proposals::Entity>();
         if let Some(status) = status.0.as_deref() {
             query = query.filter(proposals::Column::Status.eq(status));
         }
@@ -659,8 +652,15 @@ impl ProposalsApi {
             let policy_id = PolicyId::parse(raw).map_or(Uuid::nil(), PolicyId::uuid);
             query = query.filter(proposals::Column::PolicyId.eq(policy_id));
         }
-        let rows = query.all(&state.db.orm).await?;
-        Ok(Json(Page::from_rows(rows, limit, |p| p.id, item)))
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                query,
+                proposals::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
+        Ok(Json(rows.page(item)))
     }
 
     /// A proposal in full: its changes grouped by package and both versions, with advisories;
