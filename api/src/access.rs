@@ -16,14 +16,15 @@
 use std::marker::PhantomData;
 
 use chrono::{DateTime, Duration, Utc};
-use entities::{accounts, api_tokens, memberships, organizations, sessions};
+use entities::{accounts, api_tokens, organizations, sessions};
+use platform::ids::OrgId;
 use poem::{Request, http::HeaderValue};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme,
     auth::{ApiKey, Bearer},
     registry::{MetaParamIn, MetaSchema, MetaSchemaRef, Registry},
 };
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
 use uuid::Uuid;
 
 use crate::{
@@ -32,6 +33,7 @@ use crate::{
     middleware::ExtraHeaders,
     rate_limit::{self, Limit},
     roles::{Requirement, Role},
+    scope::{self, Credential, OrgScope, Untenanted},
 };
 
 pub const SESSION_COOKIE: &str = "service_session";
@@ -86,6 +88,14 @@ pub struct Caller {
 impl Caller {
     pub fn account_id(&self) -> Uuid {
         self.account.id
+    }
+
+    /// The organization an API token belongs to (it can reach no other); none for a session.
+    pub fn token_org(&self) -> Option<OrgId> {
+        match self.via {
+            Via::ApiToken { org_id, .. } => Some(org_id.into()),
+            Via::Session { .. } => None,
+        }
     }
 
     pub fn api_token_id(&self) -> Option<Uuid> {
@@ -172,7 +182,7 @@ pub async fn find_session(
         return Err(ApiError::Unauthenticated);
     }
     // One query: the session and its account.
-    let (session, account) = sessions::Entity::find()
+    let (session, account) = sessions::Entity::rows()
         .filter(sessions::Column::TokenHash.eq(platform::secrets::hash(cookie)))
         .find_also_related(accounts::Entity)
         .one(&state.db.orm)
@@ -199,8 +209,7 @@ async fn authenticate_token(
     if !platform::secrets::well_formed(API_TOKEN_PREFIX, token) {
         return Err(ApiError::Unauthenticated);
     }
-    let record = api_tokens::Entity::find()
-        .filter(api_tokens::Column::TokenHash.eq(platform::secrets::hash(token)))
+    let record = api_tokens::Entity::by_credential(platform::secrets::hash(token))
         .one(&state.db.orm)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
@@ -208,7 +217,8 @@ async fn authenticate_token(
         return Err(ApiError::Unauthenticated);
     }
     // A token acts for its creator and can never do more than the creator may now.
-    let membership = memberships::Entity::find_by_id((record.org_id, record.created_by))
+    let membership = OrgScope::of(record.org_id)
+        .member(record.created_by.into())
         .one(&state.db.orm)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
@@ -220,7 +230,7 @@ async fn authenticate_token(
         .role
         .parse()
         .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
-    let account = accounts::Entity::find_by_id(record.created_by)
+    let account = accounts::Entity::row(record.created_by)
         .one(&state.db.orm)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
@@ -293,6 +303,11 @@ impl<R> OrgAccess<R> {
     pub fn org_id(&self) -> Uuid {
         self.org.id
     }
+
+    /// The organization's handle on its rows: the only way a handler reaches them.
+    pub fn scope(&self) -> OrgScope {
+        OrgScope::of(self.org.id)
+    }
 }
 
 /// Finds the organization `slug` if the caller belongs to it; otherwise the same `not-found`
@@ -304,8 +319,7 @@ async fn membership(
 ) -> Result<(organizations::Model, Role), ApiError> {
     match &caller.via {
         Via::ApiToken { org_id, role, .. } => {
-            let org = organizations::Entity::find()
-                .filter(organizations::Column::Slug.eq(slug))
+            let org = scope::edge::organization_by_slug(slug)
                 .one(&state.db.orm)
                 .await?
                 .ok_or(ApiError::NotFound)?;
@@ -317,8 +331,7 @@ async fn membership(
         }
         Via::Session { .. } => {
             // One query: the caller's membership of the organization with that slug.
-            let (member, org) = memberships::Entity::find()
-                .filter(memberships::Column::AccountId.eq(caller.account.id))
+            let (member, org) = scope::edge::memberships_of(caller.account.id.into(), None)
                 .find_also_related(organizations::Entity)
                 .filter(organizations::Column::Slug.eq(slug))
                 .one(&state.db.orm)

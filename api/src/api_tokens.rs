@@ -11,10 +11,7 @@ use poem_openapi::{
     param::{Path, Query},
     payload::Json,
 };
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::Expr,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
 
 use crate::{
     AppState,
@@ -22,7 +19,7 @@ use crate::{
     audit::Entry,
     error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Administer, AdministerInPerson},
     tags::Tag,
     text::{Name, RoleText},
@@ -177,21 +174,17 @@ impl ApiTokensApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = api_tokens::Entity::find()
-            .filter(api_tokens::Column::OrgId.eq(org.org_id()))
-            .order_by_desc(api_tokens::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(api_tokens::Column::Id.lt(before));
-        }
-        let rows = query.all(&state.db.orm).await?;
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |r| r.id,
-            |r| record(r, None),
-        )))
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<api_tokens::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                api_tokens::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
+        Ok(Json(rows.page(|r| record(r, None))))
     }
 
     /// Revoke an API token: refused from the next request on. An already revoked token is 404
@@ -213,10 +206,11 @@ impl ApiTokensApi {
         let id = *api_token_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let revoked = api_tokens::Entity::update_many()
+        let revoked = org
+            .scope()
+            .update_rows::<api_tokens::Entity>()
             .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
             .filter(api_tokens::Column::Id.eq(id))
-            .filter(api_tokens::Column::OrgId.eq(org.org_id()))
             .filter(api_tokens::Column::RevokedAt.is_null())
             .exec(&txn)
             .await?;

@@ -8,17 +8,14 @@ use platform::ids::{
     InvitationId, PolicyId, ProposalId,
 };
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
-};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 use uuid::Uuid;
 
 use crate::{
     AppState,
     access::{Caller, org},
     error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::Administer,
     tags::Tag,
 };
@@ -191,30 +188,26 @@ impl AuditApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = audit_events::Entity::find()
-            .filter(audit_events::Column::OrgId.eq(org.org_id()))
-            .order_by_desc(audit_events::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(audit_events::Column::Id.lt(after));
-        }
-        let rows = query.all(&state.db.orm).await?;
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |row| row.id,
-            |row| AuditEvent {
-                id: row.id.into(),
-                action: row.action,
-                actor_id: row.actor_account_id.map(AccountId::from),
-                actor_api_token_id: row.actor_api_token_id.map(ApiTokenId::from),
-                target_kind: row.target_kind,
-                target_id: row.target_id,
-                ip: row.ip,
-                details: row.details.and_then(|d| serde_json::from_str(&d).ok()),
-                created_at: row.created_at,
-            },
-        )))
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<audit_events::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                audit_events::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
+        Ok(Json(rows.page(|row| AuditEvent {
+            id: row.id.into(),
+            action: row.action,
+            actor_id: row.actor_account_id.map(AccountId::from),
+            actor_api_token_id: row.actor_api_token_id.map(ApiTokenId::from),
+            target_kind: row.target_kind,
+            target_id: row.target_id,
+            ip: row.ip,
+            details: row.details.and_then(|d| serde_json::from_str(&d).ok()),
+            created_at: row.created_at,
+        })))
     }
 }

@@ -6,9 +6,7 @@ use entities::{accounts, email_tokens, memberships, organizations, sessions};
 use platform::{ids::AccountId, jobs::SendLink};
 use poem::Request;
 use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, sea_query::Expr,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, Set, sea_query::Expr};
 use uuid::Uuid;
 use worker::jobs::send_link::SignUpPayload;
 
@@ -23,6 +21,7 @@ use crate::{
     input::{self, Email, Slug},
     rate_limit::{self, Limit},
     roles::Role,
+    scope::{self, Untenanted},
     tags::Tag,
     text::{EmailText, Name, SlugText, Text},
 };
@@ -163,8 +162,7 @@ pub async fn start_session<C: ConnectionTrait>(
 
 /// Whether any organization of the account enforces single sign-on.
 pub async fn sso_required<C: ConnectionTrait>(db: &C, account_id: Uuid) -> Result<bool, ApiError> {
-    let orgs: Vec<Uuid> = memberships::Entity::find()
-        .filter(memberships::Column::AccountId.eq(account_id))
+    let orgs: Vec<Uuid> = scope::edge::memberships_of(account_id.into(), None)
         .all(db)
         .await?
         .into_iter()
@@ -173,8 +171,7 @@ pub async fn sso_required<C: ConnectionTrait>(db: &C, account_id: Uuid) -> Resul
     if orgs.is_empty() {
         return Ok(false);
     }
-    let enforced = organizations::Entity::find()
-        .filter(organizations::Column::Id.is_in(orgs))
+    let enforced = scope::edge::organizations(orgs)
         .filter(organizations::Column::SsoEnforced.eq(true))
         .one(db)
         .await?;
@@ -221,7 +218,7 @@ async fn consume_token<C: ConnectionTrait>(
         return Err(ApiError::InvalidToken);
     }
     let hash = platform::secrets::hash(token);
-    let consumed = email_tokens::Entity::update_many()
+    let consumed = email_tokens::Entity::update_rows()
         .col_expr(email_tokens::Column::UsedAt, Expr::value(now))
         .filter(email_tokens::Column::TokenHash.eq(hash.clone()))
         .filter(email_tokens::Column::Purpose.eq(purpose))
@@ -232,7 +229,7 @@ async fn consume_token<C: ConnectionTrait>(
     if consumed.rows_affected != 1 {
         return Err(ApiError::InvalidToken);
     }
-    email_tokens::Entity::find()
+    email_tokens::Entity::rows()
         .filter(email_tokens::Column::TokenHash.eq(hash))
         .one(db)
         .await?
@@ -319,7 +316,7 @@ impl AuthApi {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let token = consume_token(&txn, "sign_in", body.token.trim(), now).await?;
-        let account = accounts::Entity::find()
+        let account = accounts::Entity::rows()
             .filter(accounts::Column::Email.eq(token.email.as_str()))
             .one(&txn)
             .await?
@@ -329,8 +326,7 @@ impl AuthApi {
         }
         let session = start_session(&state, &txn, account.id, now).await?;
         let ip = access::client_ip(req);
-        for membership in memberships::Entity::find()
-            .filter(memberships::Column::AccountId.eq(account.id))
+        for membership in scope::edge::memberships_of(account.id.into(), None)
             .all(&txn)
             .await?
         {
@@ -371,7 +367,7 @@ impl AuthApi {
             .and_then(|p| serde_json::from_str(p).ok())
             .ok_or(ApiError::InvalidToken)?;
 
-        let existing = accounts::Entity::find()
+        let existing = accounts::Entity::rows()
             .filter(accounts::Column::Email.eq(token.email.as_str()))
             .one(&txn)
             .await?;
@@ -395,8 +391,7 @@ impl AuthApi {
                 .await?
             }
         };
-        let slug_taken = organizations::Entity::find()
-            .filter(organizations::Column::Slug.eq(payload.organization_slug.as_str()))
+        let slug_taken = scope::edge::organization_by_slug(&payload.organization_slug)
             .one(&txn)
             .await?
             .is_some();
@@ -448,7 +443,8 @@ impl AuthApi {
         caller: Signed,
     ) -> Result<SignedOut, Errors<(Unauthorized, Forbidden)>> {
         if let Some(session_id) = caller.0.session_id() {
-            sessions::Entity::delete_by_id(session_id)
+            sessions::Entity::delete_rows()
+                .filter(sessions::Column::Id.eq(session_id))
                 .exec(&state.db.orm)
                 .await?;
         }

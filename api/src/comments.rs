@@ -17,8 +17,8 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -28,8 +28,8 @@ use crate::{
     access::org,
     audit::Entry,
     error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
-    proposals::find_proposal,
     roles::Discuss,
+    scope::{OrgScope, Untenanted},
     tags::Tag,
     text::CommentText,
 };
@@ -253,10 +253,10 @@ fn resolve_mentions(body: &str, mentionable: &Mentionable) -> Vec<usize> {
 /// The organization's members: their accounts.
 async fn members<C: ConnectionTrait>(
     db: &C,
-    org_id: Uuid,
+    scope: OrgScope,
 ) -> Result<Vec<accounts::Model>, ApiError> {
-    Ok(memberships::Entity::find()
-        .filter(memberships::Column::OrgId.eq(org_id))
+    Ok(scope
+        .rows::<memberships::Entity>()
         .find_also_related(accounts::Entity)
         .all(db)
         .await?
@@ -301,9 +301,10 @@ impl CommentsApi {
         let now = state.clock.now();
         let author = &org.caller.account;
         let txn = state.db.begin_write().await?;
-        let proposal = find_proposal(&txn, org.org_id(), *proposal_id).await?;
+        let scope = org.scope();
+        let proposal = scope.get(&txn, *proposal_id).await?;
         let mentioned: Vec<accounts::Model> = if may_mention(&text) {
-            let members = members(&txn, org.org_id()).await?;
+            let members = members(&txn, scope).await?;
             let mentionable = Mentionable::new(
                 members
                     .iter()
@@ -399,8 +400,10 @@ impl CommentsApi {
         before: Query<Option<String>>,
     ) -> Result<Json<CommentList>, CommentErrors> {
         let db = &state.db.orm;
-        let proposal = find_proposal(db, org.org_id(), *proposal_id).await?;
-        let mut query = comments::Entity::find()
+        let scope = org.scope();
+        let proposal = scope.get(db, *proposal_id).await?;
+        let mut query = scope
+            .rows::<comments::Entity>()
             .filter(comments::Column::ProposalId.eq(proposal.id))
             .order_by_desc(comments::Column::Id)
             .limit(PAGE);
@@ -411,7 +414,8 @@ impl CommentsApi {
                 ))
             };
             let before_id = CommentId::parse(raw).ok_or_else(not_here)?;
-            let exists = comments::Entity::find_by_id(before_id.uuid())
+            let exists = scope
+                .row(before_id)
                 .filter(comments::Column::ProposalId.eq(proposal.id))
                 .select_only()
                 .column(comments::Column::Id)
@@ -426,7 +430,8 @@ impl CommentsApi {
         }
         let mut rows = query.all(db).await?;
         rows.reverse();
-        let total = comments::Entity::find()
+        let total = scope
+            .rows::<comments::Entity>()
             .filter(comments::Column::ProposalId.eq(proposal.id))
             .count(db)
             .await?;
@@ -439,7 +444,7 @@ impl CommentsApi {
         let authors: HashMap<Uuid, CommentPerson> = if author_ids.is_empty() {
             HashMap::new()
         } else {
-            accounts::Entity::find()
+            accounts::Entity::rows()
                 .filter(accounts::Column::Id.is_in(author_ids))
                 .all(db)
                 .await?

@@ -11,10 +11,7 @@ use poem_openapi::{
     param::{Path, Query},
     payload::Json,
 };
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::Expr,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
 
 use crate::{
     AppState,
@@ -22,7 +19,7 @@ use crate::{
     audit::Entry,
     error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::Manage,
     tags::Tag,
     text::{Name, Text},
@@ -203,22 +200,18 @@ impl EnrollmentTokensApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = enrollment_tokens::Entity::find()
-            .filter(enrollment_tokens::Column::OrgId.eq(org.org_id()))
-            .order_by_desc(enrollment_tokens::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(enrollment_tokens::Column::Id.lt(before));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<enrollment_tokens::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                enrollment_tokens::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
         let now = state.clock.now();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |r| r.id,
-            |r| record(r, now, None),
-        )))
+        Ok(Json(rows.page(|r| record(r, now, None))))
     }
 
     /// One enrollment token record, without its value.
@@ -234,11 +227,7 @@ impl EnrollmentTokensApi {
         /// The record's id (`etk_`).
         token_id: Path<EnrollmentTokenId>,
     ) -> Result<Json<EnrollmentToken>, ReadErrors> {
-        let row = enrollment_tokens::Entity::find_by_id(token_id.uuid())
-            .filter(enrollment_tokens::Column::OrgId.eq(org.org_id()))
-            .one(&state.db.orm)
-            .await?
-            .ok_or(ApiError::NotFound)?;
+        let row = org.scope().get(&state.db.orm, *token_id).await?;
         Ok(Json(record(row, state.clock.now(), None)))
     }
 
@@ -259,10 +248,11 @@ impl EnrollmentTokensApi {
         let id = *token_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let revoked = enrollment_tokens::Entity::update_many()
+        let revoked = org
+            .scope()
+            .update_rows::<enrollment_tokens::Entity>()
             .col_expr(enrollment_tokens::Column::RevokedAt, Expr::value(now))
             .filter(enrollment_tokens::Column::Id.eq(id))
-            .filter(enrollment_tokens::Column::OrgId.eq(org.org_id()))
             .filter(enrollment_tokens::Column::RevokedAt.is_null())
             .exec(&txn)
             .await?;

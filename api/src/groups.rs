@@ -12,8 +12,7 @@ use poem_openapi::{
     types::MaybeUndefined,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -25,8 +24,9 @@ use crate::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Operate, ReadFleet},
+    scope::Untenanted,
     tags::Tag,
     text::{Name, Text},
 };
@@ -108,7 +108,7 @@ async fn counts<C: ConnectionTrait>(
     db: &C,
     group_ids: Vec<Uuid>,
 ) -> Result<HashMap<(Uuid, String), i64>, ApiError> {
-    let rows: Vec<(Uuid, String, i64)> = group_hosts::Entity::find()
+    let rows: Vec<(Uuid, String, i64)> = group_hosts::Entity::rows()
         .select_only()
         .column(group_hosts::Column::GroupId)
         .column(group_hosts::Column::Source)
@@ -152,18 +152,6 @@ fn selector(raw: Option<&str>) -> Result<Option<String>, ApiError> {
             .map(|_| Some(text.to_owned()))
             .map_err(|e| ApiError::invalid(format!("selector: {e}"))),
     }
-}
-
-async fn find_group<C: ConnectionTrait>(
-    db: &C,
-    org_id: Uuid,
-    id: GroupId,
-) -> Result<groups::Model, ApiError> {
-    groups::Entity::find_by_id(id.uuid())
-        .filter(groups::Column::OrgId.eq(org_id))
-        .one(db)
-        .await?
-        .ok_or(ApiError::NotFound)
 }
 
 /// Policies scoped by groups follow a membership change (coalesced per policy).
@@ -267,25 +255,13 @@ impl GroupsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = groups::Entity::find()
-            .filter(groups::Column::OrgId.eq(org.org_id()))
-            .order_by_asc(groups::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(groups::Column::Id.gt(after));
-        }
-        let mut rows = query.all(&state.db.orm).await?;
-        let next_cursor = (rows.len() > limit as usize)
-            .then(|| rows.get(limit as usize - 1).map(|g| Cursor::encode(g.id)))
-            .flatten();
-        rows.truncate(limit as usize);
-        let counts = counts(&state.db.orm, rows.iter().map(|g| g.id).collect()).await?;
-        let items = rows
-            .into_iter()
-            .map(|row| group_view(row, &counts))
-            .collect();
-        Ok(Json(Page { items, next_cursor }))
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<groups::Entity>();
+        let rows = paging
+            .fetch(&state.db.orm, rows, groups::Column::Id, Order::OldestFirst)
+            .await?;
+        let counts = counts(&state.db.orm, rows.rows.iter().map(|g| g.id).collect()).await?;
+        Ok(Json(rows.page(|row| group_view(row, &counts))))
     }
 
     /// One group.
@@ -301,7 +277,7 @@ impl GroupsApi {
         /// The group's id (`grp_`).
         group_id: Path<GroupId>,
     ) -> Result<Json<Group>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let row = find_group(&state.db.orm, org.org_id(), *group_id).await?;
+        let row = org.scope().get(&state.db.orm, *group_id).await?;
         Ok(Json(view(&state.db.orm, row).await?))
     }
 
@@ -332,7 +308,7 @@ impl GroupsApi {
         };
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_group(&txn, org.org_id(), *group_id).await?;
+        let row = org.scope().get(&txn, *group_id).await?;
         let mut changed: groups::ActiveModel = row.clone().into();
         if let Some(name) = &name {
             changed.name = Set(name.clone());
@@ -379,12 +355,16 @@ impl GroupsApi {
     ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_group(&txn, org.org_id(), *group_id).await?;
-        group_hosts::Entity::delete_many()
+        let row = org.scope().get(&txn, *group_id).await?;
+        group_hosts::Entity::delete_rows()
             .filter(group_hosts::Column::GroupId.eq(row.id))
             .exec(&txn)
             .await?;
-        groups::Entity::delete_by_id(row.id).exec(&txn).await?;
+        org.scope()
+            .delete_rows::<groups::Entity>()
+            .filter(groups::Column::Id.eq(row.id))
+            .exec(&txn)
+            .await?;
         Entry::new("group.deleted")
             .org(org.org_id())
             .by(&org.caller)
@@ -437,14 +417,15 @@ impl GroupsApi {
         }
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let group = find_group(&txn, org.org_id(), *group_id).await?;
+        let group = org.scope().get(&txn, *group_id).await?;
         let ids: Vec<Uuid> = wanted.iter().copied().collect();
         let mut known = BTreeSet::new();
         for chunk in ids.chunks(500) {
-            let found: Vec<Uuid> = hosts::Entity::find()
+            let found: Vec<Uuid> = org
+                .scope()
+                .rows::<hosts::Entity>()
                 .select_only()
                 .column(hosts::Column::Id)
-                .filter(hosts::Column::OrgId.eq(org.org_id()))
                 .filter(hosts::Column::Id.is_in(chunk.to_vec()))
                 .into_tuple()
                 .all(&txn)
@@ -458,7 +439,7 @@ impl GroupsApi {
             ))
             .into());
         }
-        group_hosts::Entity::delete_many()
+        group_hosts::Entity::delete_rows()
             .filter(group_hosts::Column::GroupId.eq(group.id))
             .filter(group_hosts::Column::Source.eq(STATIC))
             .exec(&txn)

@@ -13,7 +13,7 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, sea_query::Query as SqlQuery,
+    QueryOrder, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -27,8 +27,9 @@ use crate::{
         Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Operate, ReadFleet},
+    scope::{OrgScope, Untenanted},
     tags::Tag,
     text::{DisplayNameText, NotesText, Text},
 };
@@ -202,8 +203,12 @@ pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>, proposals: Vec<Propos
 }
 
 /// The groups a host belongs to (static or by label), by name.
-async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<GroupRef>, ApiError> {
-    let ids: Vec<Uuid> = group_hosts::Entity::find()
+async fn groups_of<C: ConnectionTrait>(
+    db: &C,
+    scope: OrgScope,
+    host_id: Uuid,
+) -> Result<Vec<GroupRef>, ApiError> {
+    let ids: Vec<Uuid> = group_hosts::Entity::rows()
         .filter(group_hosts::Column::HostId.eq(host_id))
         .all(db)
         .await?
@@ -213,7 +218,8 @@ async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<Grou
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut found: Vec<GroupRef> = groups::Entity::find()
+    let mut found: Vec<GroupRef> = scope
+        .rows::<groups::Entity>()
         .filter(groups::Column::Id.is_in(ids))
         .order_by_asc(groups::Column::Name)
         .all(db)
@@ -231,42 +237,31 @@ async fn groups_of<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<Vec<Grou
 /// The host's open proposals, newest first.
 async fn open_proposals<C: ConnectionTrait>(
     db: &C,
+    scope: OrgScope,
     host_id: Uuid,
 ) -> Result<Vec<ProposalRef>, ApiError> {
-    Ok(crate::proposals::open_for_hosts(db, &[host_id])
+    Ok(crate::proposals::open_for_hosts(db, scope, &[host_id])
         .await?
         .remove(&host_id)
         .unwrap_or_default())
 }
 
-/// The host `id` of organization `org_id`, or `not-found`.
-pub async fn find_host<C: ConnectionTrait>(
-    db: &C,
-    org_id: Uuid,
-    id: HostId,
-) -> Result<hosts::Model, ApiError> {
-    hosts::Entity::find_by_id(id.uuid())
-        .filter(hosts::Column::OrgId.eq(org_id))
-        .one(db)
-        .await?
-        .ok_or(ApiError::NotFound)
-}
-
 /// Rewrites a host's indexed label rows to match `labels`.
 pub async fn store_labels<C: ConnectionTrait>(
     db: &C,
-    org_id: Uuid,
+    scope: OrgScope,
     host_id: Uuid,
     labels: &BTreeMap<String, String>,
 ) -> Result<(), sea_orm::DbErr> {
-    host_labels::Entity::delete_many()
+    scope
+        .delete_rows::<host_labels::Entity>()
         .filter(host_labels::Column::HostId.eq(host_id))
         .exec(db)
         .await?;
     if !labels.is_empty() {
         host_labels::Entity::insert_many(labels.iter().map(|(key, value)| {
             host_labels::ActiveModel {
-                org_id: Set(org_id),
+                org_id: Set(scope.org_id().uuid()),
                 host_id: Set(host_id),
                 key: Set(key.clone()),
                 value: Set(value.clone()),
@@ -299,15 +294,12 @@ pub async fn record_event<C: ConnectionTrait>(
     .map(|_| ())
 }
 
-/// A condition selecting the hosts of `org_id` whose labels satisfy `selector`.
-fn selector_condition(org_id: Uuid, selector: &Selector) -> Condition {
+/// A condition selecting the organization's hosts whose labels satisfy `selector`.
+fn selector_condition(scope: OrgScope, selector: &Selector) -> Condition {
     let mut condition = Condition::all();
     let labelled = |key: &str, values: Option<Vec<String>>| {
-        let mut sub = SqlQuery::select();
-        sub.column(host_labels::Column::HostId)
-            .from(host_labels::Entity)
-            .and_where(host_labels::Column::OrgId.eq(org_id))
-            .and_where(host_labels::Column::Key.eq(key));
+        let mut sub = scope.column_of::<host_labels::Entity>(host_labels::Column::HostId);
+        sub.and_where(host_labels::Column::Key.eq(key));
         if let Some(values) = values {
             sub.and_where(host_labels::Column::Value.is_in(values));
         }
@@ -432,22 +424,17 @@ impl HostsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = hosts::Entity::find()
-            .filter(hosts::Column::OrgId.eq(org.org_id()))
-            .order_by_asc(hosts::Column::Id)
-            .limit(u64::from(limit) + 1);
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let mut query = org.scope().rows::<hosts::Entity>();
         if let Some(text) = selector.0.as_deref().filter(|s| !s.trim().is_empty()) {
             let parsed =
                 Selector::parse(text).map_err(|e| ApiError::invalid(format!("selector: {e}")))?;
-            query = query.filter(selector_condition(org.org_id(), &parsed));
+            query = query.filter(selector_condition(org.scope(), &parsed));
         }
         if let Some(group) = group.0.as_deref() {
             let group_id = GroupId::parse(group)
                 .ok_or_else(|| ApiError::invalid("group must be a grp_ id"))?;
-            let members = SqlQuery::select()
-                .column(group_hosts::Column::HostId)
-                .from(group_hosts::Entity)
+            let members = group_hosts::Entity::column_of(group_hosts::Column::HostId)
                 .and_where(group_hosts::Column::GroupId.eq(group_id))
                 .to_owned();
             query = query.filter(hosts::Column::Id.in_subquery(members));
@@ -475,47 +462,42 @@ impl HostsApi {
                 hosts::Column::UpdatesSecurity.eq(0)
             });
         }
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(hosts::Column::Id.gt(after));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let rows = paging
+            .fetch(&state.db.orm, query, hosts::Column::Id, Order::OldestFirst)
+            .await?;
         // Group names for the page in one query.
-        let ids: Vec<Uuid> = rows.iter().map(|h| h.id).collect();
-        let memberships = group_hosts::Entity::find()
-            .filter(group_hosts::Column::HostId.is_in(ids))
+        let ids: Vec<Uuid> = rows.rows.iter().map(|h| h.id).collect();
+        let memberships = group_hosts::Entity::rows()
+            .filter(group_hosts::Column::HostId.is_in(ids.iter().copied()))
             .all(&state.db.orm)
             .await?;
         let group_ids: Vec<Uuid> = memberships.iter().map(|m| m.group_id).collect();
-        let names: BTreeMap<Uuid, String> = groups::Entity::find()
+        let names: BTreeMap<Uuid, String> = org
+            .scope()
+            .rows::<groups::Entity>()
             .filter(groups::Column::Id.is_in(group_ids))
             .all(&state.db.orm)
             .await?
             .into_iter()
             .map(|g| (g.id, g.name))
             .collect();
-        let host_ids: Vec<Uuid> = rows.iter().map(|h| h.id).collect();
-        let mut open = crate::proposals::open_for_hosts(&state.db.orm, &host_ids).await?;
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |h| h.id,
-            |h| {
-                let mut refs: Vec<GroupRef> = memberships
-                    .iter()
-                    .filter(|m| m.host_id == h.id)
-                    .filter_map(|m| {
-                        names.get(&m.group_id).map(|name| GroupRef {
-                            id: GroupId::from(m.group_id),
-                            name: name.clone(),
-                        })
+        let mut open = crate::proposals::open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
+        Ok(Json(rows.page(|h| {
+            let mut refs: Vec<GroupRef> = memberships
+                .iter()
+                .filter(|m| m.host_id == h.id)
+                .filter_map(|m| {
+                    names.get(&m.group_id).map(|name| GroupRef {
+                        id: GroupId::from(m.group_id),
+                        name: name.clone(),
                     })
-                    .collect();
-                refs.sort_by(|a, b| a.name.cmp(&b.name));
-                refs.dedup_by(|a, b| a.id == b.id);
-                let proposals = open.remove(&h.id).unwrap_or_default();
-                host_view(h, refs, proposals)
-            },
-        )))
+                })
+                .collect();
+            refs.sort_by(|a, b| a.name.cmp(&b.name));
+            refs.dedup_by(|a, b| a.id == b.id);
+            let proposals = open.remove(&h.id).unwrap_or_default();
+            host_view(h, refs, proposals)
+        })))
     }
 
     /// One host, with its groups and open proposals.
@@ -531,9 +513,10 @@ impl HostsApi {
         /// The host's id (`hst_`).
         host_id: Path<HostId>,
     ) -> Result<Json<Host>, HostErrors> {
-        let host = find_host(&state.db.orm, org.org_id(), *host_id).await?;
-        let groups = groups_of(&state.db.orm, host.id).await?;
-        let proposals = open_proposals(&state.db.orm, host.id).await?;
+        let scope = org.scope();
+        let host = scope.get(&state.db.orm, *host_id).await?;
+        let groups = groups_of(&state.db.orm, scope, host.id).await?;
+        let proposals = open_proposals(&state.db.orm, scope, host.id).await?;
         Ok(Json(host_view(host, groups, proposals)))
     }
 
@@ -574,8 +557,9 @@ impl HostsApi {
             .map(|l| input::labels("labels", l))
             .transpose()?;
         let now = state.clock.now();
+        let scope = org.scope();
         let txn = state.db.begin_write().await?;
-        let host = find_host(&txn, org.org_id(), *host_id).await?;
+        let host = scope.get(&txn, *host_id).await?;
         let old_labels: BTreeMap<String, String> =
             serde_json::from_str(&host.labels).unwrap_or_default();
         let mut changed: hosts::ActiveModel = host.clone().into();
@@ -597,7 +581,7 @@ impl HostsApi {
         changed.updated_at = Set(now);
         let updated = changed.update(&txn).await?;
         if let (true, Some(labels)) = (labels_changed, &labels) {
-            store_labels(&txn, org.org_id(), host.id, labels).await?;
+            store_labels(&txn, scope, host.id, labels).await?;
             record_event(
                 &txn,
                 &updated,
@@ -613,8 +597,8 @@ impl HostsApi {
             .target(HostId::from(host.id))
             .write(&txn, now)
             .await?;
-        let groups = groups_of(&txn, host.id).await?;
-        let proposals = open_proposals(&txn, host.id).await?;
+        let groups = groups_of(&txn, scope, host.id).await?;
+        let proposals = open_proposals(&txn, scope, host.id).await?;
         txn.commit().await?;
         if labels_changed {
             state
@@ -643,8 +627,9 @@ impl HostsApi {
         Errors<(Unauthorized, Forbidden, NotFound, Conflict, TooManyRequests)>,
     > {
         let now = state.clock.now();
+        let scope = org.scope();
         let txn = state.db.begin_write().await?;
-        let host = find_host(&txn, org.org_id(), *host_id).await?;
+        let host = scope.get(&txn, *host_id).await?;
         if host.decommissioned_at.is_some() {
             return Err(ApiError::state(
                 StateRefusal::InvalidState,
@@ -659,7 +644,7 @@ impl HostsApi {
         let updated = changed.update(&txn).await?;
         // Every key at once, pending renewals included: should the machine come back, only an
         // enrolment with a new key admits it again.
-        crate::agent::store::revoke_keys(&txn, host.id, now).await?;
+        crate::agent::store::revoke_keys(&txn, scope, host.id, now).await?;
         record_event(&txn, &updated, "decommissioned", None, now).await?;
         Entry::new("host.decommissioned")
             .org(org.org_id())
@@ -667,8 +652,8 @@ impl HostsApi {
             .target(HostId::from(host.id))
             .write(&txn, now)
             .await?;
-        let groups = groups_of(&txn, host.id).await?;
-        let proposals = open_proposals(&txn, host.id).await?;
+        let groups = groups_of(&txn, scope, host.id).await?;
+        let proposals = open_proposals(&txn, scope, host.id).await?;
         txn.commit().await?;
         state
             .queue
@@ -705,26 +690,25 @@ impl HostsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let host = find_host(&state.db.orm, org.org_id(), *host_id).await?;
-        let mut query = host_events::Entity::find()
-            .filter(host_events::Column::HostId.eq(host.id))
-            .order_by_desc(host_events::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(host_events::Column::Id.lt(before));
-        }
-        let rows = query.all(&state.db.orm).await?;
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |e| e.id,
-            |e| HostEvent {
-                id: HostEventId::from(e.id),
-                kind: e.kind,
-                details: json_value(e.details.as_deref()),
-                at: e.created_at,
-            },
-        )))
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let scope = org.scope();
+        let host = scope.get(&state.db.orm, *host_id).await?;
+        let events = scope
+            .rows::<host_events::Entity>()
+            .filter(host_events::Column::HostId.eq(host.id));
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                events,
+                host_events::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
+        Ok(Json(rows.page(|e| HostEvent {
+            id: e.id.into(),
+            kind: e.kind,
+            details: json_value(e.details.as_deref()),
+            at: e.created_at,
+        })))
     }
 }

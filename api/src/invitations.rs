@@ -16,8 +16,7 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, QueryFilter, Set, sea_query::Expr,
 };
 
 use crate::{
@@ -31,8 +30,9 @@ use crate::{
     },
     input::{self, Email},
     members::lock_org,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{AdministerInPerson, Right, Role},
+    scope::{Credential, OrgScope, Untenanted},
     tags::Tag,
     text::{EmailText, InvitedRoleText},
 };
@@ -108,7 +108,8 @@ async fn inviter_may_still_invite(
         .role
         .parse()
         .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
-    let inviter = memberships::Entity::find_by_id((invitation.org_id, invitation.invited_by))
+    let inviter = OrgScope::of(invitation.org_id)
+        .member(invitation.invited_by.into())
         .one(txn)
         .await?
         .and_then(|m| m.role.parse::<Role>().ok());
@@ -159,12 +160,14 @@ impl InvitationsApi {
         }
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let existing = accounts::Entity::find()
+        let existing = accounts::Entity::rows()
             .filter(accounts::Column::Email.eq(email.as_str()))
             .one(&txn)
             .await?;
         if let Some(account) = existing
-            && memberships::Entity::find_by_id((org.org_id(), account.id))
+            && org
+                .scope()
+                .member(account.id.into())
                 .one(&txn)
                 .await?
                 .is_some()
@@ -233,22 +236,18 @@ impl InvitationsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = invitations::Entity::find()
-            .filter(invitations::Column::OrgId.eq(org.org_id()))
-            .order_by_desc(invitations::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(invitations::Column::Id.lt(before));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<invitations::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                invitations::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
         let now = state.clock.now();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |r| r.id,
-            |r| invitation(r, now),
-        )))
+        Ok(Json(rows.page(|r| invitation(r, now))))
     }
 
     /// Revoke an invitation: its link stops working. An invitation already accepted or revoked,
@@ -270,10 +269,11 @@ impl InvitationsApi {
         let id = *invitation_id;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let revoked = invitations::Entity::update_many()
+        let revoked = org
+            .scope()
+            .update_rows::<invitations::Entity>()
             .col_expr(invitations::Column::RevokedAt, Expr::value(now))
             .filter(invitations::Column::Id.eq(id))
-            .filter(invitations::Column::OrgId.eq(org.org_id()))
             .filter(invitations::Column::RevokedAt.is_null())
             .filter(invitations::Column::AcceptedAt.is_null())
             .exec(&txn)
@@ -320,9 +320,15 @@ impl InvitationsApi {
         let now = state.clock.now();
         let hash = platform::secrets::hash(token);
         let txn = state.db.begin_write().await?;
-        let accepted = invitations::Entity::update_many()
+        // The token names the invitation, and so its organization: no scope is known yet.
+        let Some(row) = invitations::Entity::by_credential(hash).one(&txn).await? else {
+            return Err(ApiError::InvalidToken.into());
+        };
+        let scope = OrgScope::of(row.org_id);
+        let accepted = scope
+            .update_rows::<invitations::Entity>()
             .col_expr(invitations::Column::AcceptedAt, Expr::value(now))
-            .filter(invitations::Column::TokenHash.eq(hash.clone()))
+            .filter(invitations::Column::Id.eq(row.id))
             .filter(invitations::Column::AcceptedAt.is_null())
             .filter(invitations::Column::RevokedAt.is_null())
             .filter(invitations::Column::ExpiresAt.gt(now))
@@ -331,23 +337,19 @@ impl InvitationsApi {
         if accepted.rows_affected != 1 {
             return Err(ApiError::InvalidToken.into());
         }
-        let row = invitations::Entity::find()
-            .filter(invitations::Column::TokenHash.eq(hash))
-            .one(&txn)
-            .await?
-            .ok_or(ApiError::InvalidToken)?;
-        let org = organizations::Entity::find_by_id(row.org_id)
+        let org = scope
+            .rows::<organizations::Entity>()
             .one(&txn)
             .await?
             .ok_or(ApiError::InvalidToken)?;
         // Serializes with role changes and removals, so the inviter checked is the one that
         // stands when the membership is added.
-        lock_org(&state, &txn, org.id).await?;
+        lock_org(&state, &txn, scope).await?;
         inviter_may_still_invite(&txn, &row).await?;
         if org.sso_enforced {
             return Err(ApiError::SsoRequired.into());
         }
-        let account = match accounts::Entity::find()
+        let account = match accounts::Entity::rows()
             .filter(accounts::Column::Email.eq(row.email.as_str()))
             .one(&txn)
             .await?
@@ -372,9 +374,7 @@ impl InvitationsApi {
             }
         };
         let ip = access::client_ip(req);
-        let already = memberships::Entity::find_by_id((org.id, account.id))
-            .one(&txn)
-            .await?;
+        let already = scope.member(account.id.into()).one(&txn).await?;
         if already.is_none() {
             memberships::ActiveModel {
                 org_id: Set(org.id),

@@ -25,6 +25,7 @@ pub mod policies;
 pub mod proposals;
 pub mod rate_limit;
 pub mod roles;
+pub mod scope;
 pub mod server;
 pub mod state;
 pub mod tags;

@@ -1,15 +1,15 @@
 //! The signed-in person: who they are, their organizations and roles, their profile.
 
-use entities::{accounts, memberships, organizations};
+use entities::{accounts, organizations};
 use platform::ids::AccountId;
 use poem_openapi::{Object, OpenApi, payload::Json};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, Set};
 
 use crate::{
     AppState,
     access::Signed,
     error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
-    input,
+    input, scope,
     tags::Tag,
     text::{Name, Text},
 };
@@ -57,12 +57,8 @@ pub struct MeApi;
 async fn me(state: &AppState, caller: &crate::access::Caller) -> Result<Me, ApiError> {
     let account = &caller.account;
     // One query: the memberships and their organizations.
-    let mut query = memberships::Entity::find()
-        .filter(memberships::Column::AccountId.eq(account.id))
+    let query = scope::edge::memberships_of(account.id.into(), caller.token_org())
         .find_also_related(organizations::Entity);
-    if let crate::access::Via::ApiToken { org_id, .. } = &caller.via {
-        query = query.filter(memberships::Column::OrgId.eq(*org_id));
-    }
     let mut organizations: Vec<MyOrganization> = query
         .all(&state.db.orm)
         .await?

@@ -11,10 +11,9 @@ use poem_openapi::{
     payload::Json,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, PaginatorTrait, QueryFilter, QuerySelect,
+    Set, sea_query::Expr,
 };
-use uuid::Uuid;
 
 use crate::{
     AppState,
@@ -25,8 +24,9 @@ use crate::{
         Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Administer, AdministerInPerson, Role},
+    scope::{OrgScope, Untenanted},
     tags::Tag,
     text::RoleText,
 };
@@ -82,10 +82,11 @@ fn member(account: accounts::Model, membership: memberships::Model) -> Member {
 pub async fn lock_org(
     state: &AppState,
     txn: &DatabaseTransaction,
-    org_id: Uuid,
+    scope: OrgScope,
 ) -> Result<(), ApiError> {
     if state.db.kind() == platform::config::DatabaseKind::Postgres {
-        organizations::Entity::find_by_id(org_id)
+        scope
+            .rows::<organizations::Entity>()
             .lock_exclusive()
             .one(txn)
             .await?;
@@ -93,9 +94,9 @@ pub async fn lock_org(
     Ok(())
 }
 
-async fn owners(txn: &DatabaseTransaction, org_id: Uuid) -> Result<u64, ApiError> {
-    Ok(memberships::Entity::find()
-        .filter(memberships::Column::OrgId.eq(org_id))
+async fn owners(txn: &DatabaseTransaction, scope: OrgScope) -> Result<u64, ApiError> {
+    Ok(scope
+        .rows::<memberships::Entity>()
         .filter(memberships::Column::Role.eq(Role::Owner.as_str()))
         .count(txn)
         .await?)
@@ -129,14 +130,12 @@ impl MembersApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = memberships::Entity::find()
-            .filter(memberships::Column::OrgId.eq(org.org_id()))
-            .order_by_asc(memberships::Column::AccountId)
-            .limit(u64::from(limit) + 1);
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(memberships::Column::AccountId.gt(after));
-        }
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let query = paging.apply(
+            org.scope().rows::<memberships::Entity>(),
+            memberships::Column::AccountId,
+            Order::OldestFirst,
+        );
         let rows: Vec<_> = query
             .find_also_related(accounts::Entity)
             .all(&state.db.orm)
@@ -144,12 +143,8 @@ impl MembersApi {
             .into_iter()
             .filter_map(|(m, a)| a.map(|a| (m, a)))
             .collect();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |(m, _)| m.account_id,
-            |(m, a)| member(a, m),
-        )))
+        let rows = paging.cut(rows, |(m, _)| m.account_id);
+        Ok(Json(rows.page(|(m, a)| member(a, m))))
     }
 
     /// Change a member's role. Only an owner may grant owner or change an owner's role; the last
@@ -169,12 +164,14 @@ impl MembersApi {
         member_id: Path<AccountId>,
         body: Json<RoleChange>,
     ) -> Result<Json<Member>, MemberErrors> {
-        let account_id = member_id.uuid();
+        let account_id = *member_id;
         let role = input::role("role", &body.role)?;
         let now = state.clock.now();
+        let scope = org.scope();
         let txn = state.db.begin_write().await?;
-        lock_org(&state, &txn, org.org_id()).await?;
-        let current = memberships::Entity::find_by_id((org.org_id(), account_id))
+        lock_org(&state, &txn, scope).await?;
+        let current = scope
+            .member(account_id)
             .one(&txn)
             .await?
             .ok_or(ApiError::NotFound)?;
@@ -182,10 +179,7 @@ impl MembersApi {
         if (role == Role::Owner || current_role == Role::Owner) && org.role != Role::Owner {
             return Err(ApiError::forbidden("Only an owner may grant or take away owner.").into());
         }
-        if current_role == Role::Owner
-            && role != Role::Owner
-            && owners(&txn, org.org_id()).await? <= 1
-        {
+        if current_role == Role::Owner && role != Role::Owner && owners(&txn, scope).await? <= 1 {
             return Err(ApiError::state(
                 StateRefusal::InvalidState,
                 "This is the last owner: make somebody else owner first.",
@@ -198,11 +192,11 @@ impl MembersApi {
         Entry::new("member.role_changed")
             .org(org.org_id())
             .by(&org.caller)
-            .target(AccountId::from(account_id))
+            .target(account_id)
             .details(serde_json::json!({ "from": current.role, "to": role.as_str() }))
             .write(&txn, now)
             .await?;
-        let account = accounts::Entity::find_by_id(account_id)
+        let account = accounts::Entity::row(account_id)
             .one(&txn)
             .await?
             .ok_or(ApiError::NotFound)?;
@@ -226,11 +220,13 @@ impl MembersApi {
         /// The member's account id (`usr_`).
         member_id: Path<AccountId>,
     ) -> Result<Removed, MemberErrors> {
-        let account_id = member_id.uuid();
+        let account_id = *member_id;
         let now = state.clock.now();
+        let scope = org.scope();
         let txn = state.db.begin_write().await?;
-        lock_org(&state, &txn, org.org_id()).await?;
-        let current = memberships::Entity::find_by_id((org.org_id(), account_id))
+        lock_org(&state, &txn, scope).await?;
+        let current = scope
+            .member(account_id)
             .one(&txn)
             .await?
             .ok_or(ApiError::NotFound)?;
@@ -238,7 +234,7 @@ impl MembersApi {
             if org.role != Role::Owner {
                 return Err(ApiError::forbidden("Only an owner may remove an owner.").into());
             }
-            if owners(&txn, org.org_id()).await? <= 1 {
+            if owners(&txn, scope).await? <= 1 {
                 return Err(ApiError::state(
                     StateRefusal::InvalidState,
                     "This is the last owner: make somebody else owner first.",
@@ -246,12 +242,14 @@ impl MembersApi {
                 .into());
             }
         }
-        memberships::Entity::delete_by_id((org.org_id(), account_id))
+        scope
+            .delete_rows::<memberships::Entity>()
+            .filter(memberships::Column::AccountId.eq(account_id))
             .exec(&txn)
             .await?;
-        api_tokens::Entity::update_many()
+        scope
+            .update_rows::<api_tokens::Entity>()
             .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
-            .filter(api_tokens::Column::OrgId.eq(org.org_id()))
             .filter(api_tokens::Column::CreatedBy.eq(account_id))
             .filter(api_tokens::Column::RevokedAt.is_null())
             .exec(&txn)
@@ -259,7 +257,7 @@ impl MembersApi {
         Entry::new("member.removed")
             .org(org.org_id())
             .by(&org.caller)
-            .target(AccountId::from(account_id))
+            .target(account_id)
             .details(serde_json::json!({ "role": current.role }))
             .write(&txn, now)
             .await?;

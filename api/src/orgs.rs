@@ -3,14 +3,14 @@
 use chrono::{DateTime, Utc};
 use entities::{memberships, organizations};
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::{
     AppState,
-    access::{Signed, Via, org},
+    access::{Signed, org},
     error::{BadRequest, Errors, NotFound, TooManyRequests, Unauthorized},
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::ReadFleet,
+    scope,
     tags::Tag,
 };
 
@@ -43,39 +43,29 @@ impl OrgsApi {
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
     ) -> Result<Json<Page<Organization>>, Errors<(BadRequest, Unauthorized)>> {
-        let limit = page_limit(limit.0)?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let caller = caller.0;
-        let mut query = memberships::Entity::find()
-            .filter(memberships::Column::AccountId.eq(caller.account_id()))
-            .order_by_asc(memberships::Column::OrgId)
-            .limit(u64::from(limit) + 1);
-        if let Via::ApiToken { org_id, .. } = caller.via {
-            query = query.filter(memberships::Column::OrgId.eq(org_id));
-        }
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(memberships::Column::OrgId.gt(after));
-        }
-        let rows = query
+        let query = paging.apply(
+            scope::edge::memberships_of(caller.account_id().into(), caller.token_org()),
+            memberships::Column::OrgId,
+            Order::OldestFirst,
+        );
+        let rows: Vec<_> = query
             .find_also_related(organizations::Entity)
             .all(&state.db.orm)
-            .await?;
-        let rows: Vec<_> = rows
+            .await?
             .into_iter()
             .filter_map(|(m, org)| org.map(|org| (m, org)))
             .collect();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |(m, _)| m.org_id,
-            |(m, org)| Organization {
-                slug: org.slug,
-                name: org.name,
-                plan: org.plan,
-                role: m.role,
-                sso_enforced: org.sso_enforced,
-                created_at: org.created_at,
-            },
-        )))
+        let rows = paging.cut(rows, |(m, _)| m.org_id);
+        Ok(Json(rows.page(|(m, org)| Organization {
+            slug: org.slug,
+            name: org.name,
+            plan: org.plan,
+            role: m.role,
+            sso_enforced: org.sso_enforced,
+            created_at: org.created_at,
+        })))
     }
 
     /// One organization the caller belongs to.

@@ -8,10 +8,7 @@ use chrono::{DateTime, Utc};
 use domain::{ProposalStatus, window::StoredWindow};
 use entities::{groups, policies, proposals};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, QuerySelect, Set};
 use uuid::Uuid;
 
 use crate::{
@@ -22,8 +19,9 @@ use crate::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
     input,
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Manage, ReadFleet},
+    scope::OrgScope,
     tags::Tag,
     text::{Name, Text},
 };
@@ -216,7 +214,7 @@ struct Valid {
 
 async fn validate<C: ConnectionTrait>(
     db: &C,
-    org_id: Uuid,
+    scope: OrgScope,
     body: &PolicyBody,
     created: DateTime<Utc>,
     now: DateTime<Utc>,
@@ -239,10 +237,10 @@ async fn validate<C: ConnectionTrait>(
         })?;
         groups_wanted.insert(id);
     }
-    let found: Vec<Uuid> = groups::Entity::find()
+    let found: Vec<Uuid> = scope
+        .rows::<groups::Entity>()
         .select_only()
         .column(groups::Column::Id)
-        .filter(groups::Column::OrgId.eq(org_id))
         .filter(groups::Column::Id.is_in(groups_wanted.iter().copied()))
         .into_tuple()
         .all(db)
@@ -379,18 +377,6 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
     }
 }
 
-async fn find_policy<C: ConnectionTrait>(
-    db: &C,
-    org_id: Uuid,
-    id: PolicyId,
-) -> Result<policies::Model, ApiError> {
-    policies::Entity::find_by_id(id.uuid())
-        .filter(policies::Column::OrgId.eq(org_id))
-        .one(db)
-        .await?
-        .ok_or(ApiError::NotFound)
-}
-
 fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
     if matches!(
         err.sql_err(),
@@ -442,7 +428,7 @@ impl PoliciesApi {
     ) -> Result<Created, Mutation> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let valid = validate(&txn, org.org_id(), &body, now, now).await?;
+        let valid = validate(&txn, org.scope(), &body, now, now).await?;
         let row = policies::ActiveModel {
             id: Set(platform::ids::new_uuid()),
             org_id: Set(org.org_id()),
@@ -499,22 +485,18 @@ impl PoliciesApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = policies::Entity::find()
-            .filter(policies::Column::OrgId.eq(org.org_id()))
-            .order_by_asc(policies::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(after) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(policies::Column::Id.gt(after));
-        }
-        let rows = query.all(&state.db.orm).await?;
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let rows = org.scope().rows::<policies::Entity>();
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                rows,
+                policies::Column::Id,
+                Order::OldestFirst,
+            )
+            .await?;
         let now = state.clock.now();
-        Ok(Json(Page::from_rows(
-            rows,
-            limit,
-            |r| r.id,
-            |r| view(r, now),
-        )))
+        Ok(Json(rows.page(|r| view(r, now))))
     }
 
     /// One policy, with when its window next opens.
@@ -530,7 +512,7 @@ impl PoliciesApi {
         /// The policy's id (`pol_`).
         policy_id: Path<PolicyId>,
     ) -> Result<Json<Policy>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let row = find_policy(&state.db.orm, org.org_id(), *policy_id).await?;
+        let row = org.scope().get(&state.db.orm, *policy_id).await?;
         Ok(Json(view(row, state.clock.now())))
     }
 
@@ -551,8 +533,8 @@ impl PoliciesApi {
     ) -> Result<Json<Policy>, Mutation> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_policy(&txn, org.org_id(), *policy_id).await?;
-        let valid = validate(&txn, org.org_id(), &body, row.created_at, now).await?;
+        let row = org.scope().get(&txn, *policy_id).await?;
+        let valid = validate(&txn, org.scope(), &body, row.created_at, now).await?;
         let version = row.version.saturating_add(1);
         let mut changed: policies::ActiveModel = row.into();
         changed.name = Set(valid.name.clone());
@@ -599,8 +581,10 @@ impl PoliciesApi {
     ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let row = find_policy(&txn, org.org_id(), *policy_id).await?;
-        let undecided = proposals::Entity::find()
+        let row = org.scope().get(&txn, *policy_id).await?;
+        let undecided = org
+            .scope()
+            .rows::<proposals::Entity>()
             .filter(proposals::Column::PolicyId.eq(row.id))
             .filter(proposals::Column::Status.is_in(ProposalStatus::UNDECIDED))
             .all(&txn)
@@ -608,7 +592,11 @@ impl PoliciesApi {
         for proposal in undecided {
             domain::proposals::close(&txn, proposal, now).await?;
         }
-        policies::Entity::delete_by_id(row.id).exec(&txn).await?;
+        org.scope()
+            .delete_rows::<policies::Entity>()
+            .filter(policies::Column::Id.eq(row.id))
+            .exec(&txn)
+            .await?;
         Entry::new("policy.deleted")
             .org(org.org_id())
             .by(&org.caller)

@@ -23,8 +23,7 @@ use entities::{
 use platform::ids::{AccountId, HostId, PolicyId, ProposalId};
 use poem_openapi::{Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, QueryFilter, QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -36,8 +35,9 @@ use crate::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
         Unauthorized,
     },
-    paging::{Cursor, Page, page_limit},
+    paging::{Order, Page, Paging},
     roles::{Operate, ReadFleet},
+    scope::{OrgScope, Untenanted},
     tags::Tag,
     text::{Reason, Text},
 };
@@ -49,33 +49,15 @@ pub const MAX_REASON: usize = 2_000;
 /// Furthest ahead a snooze may reach.
 pub const MAX_SNOOZE_DAYS: i64 = 365;
 
-/// The query for proposal `id` of organization `org_id`; another organization's proposal is
-/// `not-found`.
-fn proposal_query(org_id: Uuid, id: ProposalId) -> sea_orm::Select<proposals::Entity> {
-    proposals::Entity::find_by_id(id.uuid()).filter(proposals::Column::OrgId.eq(org_id))
-}
-
-/// The proposal `id` of organization `org_id` (`not-found` otherwise).
-pub async fn find_proposal<C: ConnectionTrait>(
-    db: &C,
-    org_id: Uuid,
-    id: ProposalId,
-) -> Result<proposals::Model, ApiError> {
-    proposal_query(org_id, id)
-        .one(db)
-        .await?
-        .ok_or(ApiError::NotFound)
-}
-
-/// The same, locked for a decision (a row lock on Postgres; SQLite's write transaction
-/// already excludes other writers).
+/// The organization's proposal `id`, locked for a decision (a row lock on Postgres; SQLite's
+/// write transaction already excludes other writers); `not-found` for any other.
 async fn lock_proposal(
     state: &AppState,
     txn: &DatabaseTransaction,
-    org_id: Uuid,
+    scope: OrgScope,
     id: ProposalId,
 ) -> Result<proposals::Model, ApiError> {
-    let mut query = proposal_query(org_id, id);
+    let mut query = scope.row(id);
     if state.db.kind() == platform::config::DatabaseKind::Postgres {
         query = query.lock_exclusive();
     }
@@ -375,9 +357,10 @@ fn release_view(text: &str) -> Option<ProposalReleaseUpgrade> {
 
 async fn detail<C: ConnectionTrait>(
     db: &C,
+    scope: OrgScope,
     p: proposals::Model,
 ) -> Result<ProposalDetail, ApiError> {
-    let changes = proposal_changes::Entity::find()
+    let changes = proposal_changes::Entity::rows()
         .filter(proposal_changes::Column::ProposalId.eq(p.id))
         .order_by_asc(proposal_changes::Column::Package)
         .order_by_asc(proposal_changes::Column::FromVersion)
@@ -396,7 +379,7 @@ async fn detail<C: ConnectionTrait>(
     let mut exploited = HashSet::new();
     let cves: Vec<String> = cves.into_iter().collect();
     for chunk in cves.chunks(500) {
-        let found: Vec<String> = known_exploited::Entity::find()
+        let found: Vec<String> = known_exploited::Entity::rows()
             .select_only()
             .column(known_exploited::Column::Cve)
             .filter(known_exploited::Column::Cve.is_in(chunk.to_vec()))
@@ -439,13 +422,13 @@ async fn detail<C: ConnectionTrait>(
         })
         .collect();
 
-    let decided = proposal_decisions::Entity::find()
+    let decided = proposal_decisions::Entity::rows()
         .filter(proposal_decisions::Column::ProposalId.eq(p.id))
         .order_by_asc(proposal_decisions::Column::At)
         .order_by_asc(proposal_decisions::Column::Id)
         .all(db)
         .await?;
-    let people: HashMap<Uuid, accounts::Model> = accounts::Entity::find()
+    let people: HashMap<Uuid, accounts::Model> = accounts::Entity::rows()
         .filter(accounts::Column::Id.is_in(decided.iter().map(|d| d.account_id)))
         .all(db)
         .await?
@@ -469,7 +452,7 @@ async fn detail<C: ConnectionTrait>(
         })
         .collect();
 
-    let target_ids: Vec<Uuid> = proposal_hosts::Entity::find()
+    let target_ids: Vec<Uuid> = proposal_hosts::Entity::rows()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .filter(proposal_hosts::Column::ProposalId.eq(p.id))
@@ -480,7 +463,8 @@ async fn detail<C: ConnectionTrait>(
         .await?;
     let targets_complete = target_ids.len() as u64 <= MAX_TARGETS;
     let listed: Vec<Uuid> = target_ids.into_iter().take(MAX_TARGETS as usize).collect();
-    let mut names: HashMap<Uuid, (String, Option<String>)> = hosts::Entity::find()
+    let mut names: HashMap<Uuid, (String, Option<String>)> = scope
+        .rows::<hosts::Entity>()
         .select_only()
         .columns([
             hosts::Column::Id,
@@ -648,14 +632,8 @@ impl ProposalsApi {
             TooManyRequests,
         )>,
     > {
-        let limit = page_limit(limit.0)?;
-        let mut query = proposals::Entity::find()
-            .filter(proposals::Column::OrgId.eq(org.org_id()))
-            .order_by_desc(proposals::Column::Id)
-            .limit(u64::from(limit) + 1);
-        if let Some(before) = Cursor::decode(cursor.0.as_deref())? {
-            query = query.filter(proposals::Column::Id.lt(before));
-        }
+        let paging = Paging::new(limit.0, cursor.0.as_deref())?;
+        let mut query = org.scope().rows::<proposals::Entity>();
         if let Some(status) = status.0.as_deref() {
             query = query.filter(proposals::Column::Status.eq(status));
         }
@@ -678,9 +656,7 @@ impl ProposalsApi {
             let host_id = HostId::parse(raw).map_or(Uuid::nil(), HostId::uuid);
             query = query.filter(
                 proposals::Column::Id.in_subquery(
-                    sea_orm::sea_query::Query::select()
-                        .column(proposal_hosts::Column::ProposalId)
-                        .from(proposal_hosts::Entity)
+                    proposal_hosts::Entity::column_of(proposal_hosts::Column::ProposalId)
                         .and_where(proposal_hosts::Column::HostId.eq(host_id))
                         .to_owned(),
                 ),
@@ -690,8 +666,15 @@ impl ProposalsApi {
             let policy_id = PolicyId::parse(raw).map_or(Uuid::nil(), PolicyId::uuid);
             query = query.filter(proposals::Column::PolicyId.eq(policy_id));
         }
-        let rows = query.all(&state.db.orm).await?;
-        Ok(Json(Page::from_rows(rows, limit, |p| p.id, item)))
+        let rows = paging
+            .fetch(
+                &state.db.orm,
+                query,
+                proposals::Column::Id,
+                Order::NewestFirst,
+            )
+            .await?;
+        Ok(Json(rows.page(item)))
     }
 
     /// A proposal in full: its changes grouped by package and both versions, with advisories;
@@ -709,8 +692,9 @@ impl ProposalsApi {
         proposal_id: Path<ProposalId>,
     ) -> Result<Json<ProposalDetail>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>>
     {
-        let p = find_proposal(&state.db.orm, org.org_id(), *proposal_id).await?;
-        Ok(Json(detail(&state.db.orm, p).await?))
+        let scope = org.scope();
+        let p = scope.get(&state.db.orm, *proposal_id).await?;
+        Ok(Json(detail(&state.db.orm, scope, p).await?))
     }
 
     /// Approve a proposal. No body, and no schedule or rollout field is accepted (a request
@@ -757,7 +741,7 @@ impl ProposalsApi {
         let now = state.clock.now();
         let account_id = org.caller.account_id();
         let txn = state.db.begin_write().await?;
-        let p = lock_proposal(&state, &txn, org.org_id(), *proposal_id).await?;
+        let p = lock_proposal(&state, &txn, org.scope(), *proposal_id).await?;
         let p = decide::approve(&txn, p, account_id, now)
             .await
             .map_err(refused)?;
@@ -791,7 +775,7 @@ impl ProposalsApi {
         let why = reason(Some(&body.reason.0), true)?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
-        let p = lock_proposal(&state, &txn, org.org_id(), *proposal_id).await?;
+        let p = lock_proposal(&state, &txn, org.scope(), *proposal_id).await?;
         let p = decide::reject(&txn, p, org.caller.account_id(), why, now)
             .await
             .map_err(refused)?;
@@ -824,7 +808,7 @@ impl ProposalsApi {
         }
         let why = reason(body.reason.as_ref(), false)?;
         let txn = state.db.begin_write().await?;
-        let p = lock_proposal(&state, &txn, org.org_id(), *proposal_id).await?;
+        let p = lock_proposal(&state, &txn, org.scope(), *proposal_id).await?;
         let p = decide::snooze(&txn, p, org.caller.account_id(), body.until, why, now)
             .await
             .map_err(refused)?;
@@ -837,11 +821,12 @@ impl ProposalsApi {
 /// queries however many hosts.
 pub async fn open_for_hosts<C: ConnectionTrait>(
     db: &C,
+    scope: OrgScope,
     host_ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<crate::hosts::ProposalRef>>, ApiError> {
     // The hosts' proposal rows by the host index, then those proposals by primary key: no
     // scan of the organization's (ever growing) proposal history.
-    let pairs: Vec<(Uuid, Uuid)> = proposal_hosts::Entity::find()
+    let pairs: Vec<(Uuid, Uuid)> = proposal_hosts::Entity::rows()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .column(proposal_hosts::Column::ProposalId)
@@ -853,7 +838,8 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
         return Ok(HashMap::new());
     }
     let ids: BTreeSet<Uuid> = pairs.iter().map(|(_, p)| *p).collect();
-    let found: HashMap<Uuid, proposals::Model> = proposals::Entity::find()
+    let found: HashMap<Uuid, proposals::Model> = scope
+        .rows::<proposals::Entity>()
         .filter(proposals::Column::Id.is_in(ids))
         .filter(proposals::Column::Status.is_not_in(ProposalStatus::FINAL))
         .all(db)

@@ -10,7 +10,7 @@ use poem_openapi::{
     registry::{MetaMediaType, MetaRequest, Registry},
     types::Type,
 };
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
 use serde::{Deserialize, de::DeserializeOwned};
 
 use super::{
@@ -25,6 +25,7 @@ use crate::{
     enrollment_tokens::{TOKEN_PREFIX, usable},
     error::{ApiError, BadRequest, Conflict, Errors, Forbidden, Unauthorized},
     hosts::record_event,
+    scope::{Credential, OrgScope},
     tags::Tag,
 };
 
@@ -161,7 +162,8 @@ async fn certify<C: sea_orm::ConnectionTrait>(
     }
     .insert(db)
     .await?;
-    hosts::Entity::update_many()
+    OrgScope::of(host.org_id)
+        .update_rows::<hosts::Entity>()
         .col_expr(hosts::Column::CertExpiresAt, Expr::value(issued.not_after))
         .filter(hosts::Column::Id.eq(host.id))
         .exec(db)
@@ -201,15 +203,12 @@ impl AgentApi {
             return Err(refused().into());
         }
         let txn = state.db.begin_write().await?;
-        let token = enrollment_tokens::Entity::find()
-            .filter(
-                enrollment_tokens::Column::TokenHash
-                    .eq(platform::secrets::hash(request.token.trim())),
-            )
-            .one(&txn)
-            .await?
-            .filter(|t| usable(t, now))
-            .ok_or_else(refused)?;
+        let token =
+            enrollment_tokens::Entity::by_credential(platform::secrets::hash(request.token.trim()))
+                .one(&txn)
+                .await?
+                .filter(|t| usable(t, now))
+                .ok_or_else(refused)?;
         let host = store::enrol_host(&txn, &token, &request.facts, now).await?;
         let issued = certify(&state, &txn, &host, &request.csr, now).await?;
         txn.commit().await?;
@@ -244,6 +243,7 @@ impl AgentApi {
         request: Signed<CheckIn>,
     ) -> Result<Json<CheckInAnswer>, Errors<(BadRequest, Unauthorized, Forbidden, HostRateLimited)>>
     {
+        let scope = request.scope();
         let Signed { host, body, .. } = request;
         if body.facts.machine_id != host.machine_id {
             return Err(ApiError::forbidden("facts.machine_id is not this host's").into());
@@ -254,7 +254,8 @@ impl AgentApi {
         // The first check-in is decided by one conditional update, so two at once cannot both
         // believe they are first.
         let first = host.last_seen_at.is_none()
-            && hosts::Entity::update_many()
+            && scope
+                .update_rows::<hosts::Entity>()
                 .col_expr(hosts::Column::LastSeenAt, Expr::value(now))
                 .filter(hosts::Column::Id.eq(host.id))
                 .filter(hosts::Column::LastSeenAt.is_null())
@@ -264,7 +265,7 @@ impl AgentApi {
                 == 1;
         if first
             && let Some(token_id) = host.enrollment_token_id
-            && !store::charge_token(&txn, token_id).await?
+            && !store::charge_token(&txn, scope, token_id).await?
         {
             return Err(ApiError::forbidden("The enrollment token is used up or revoked.").into());
         }
@@ -303,7 +304,7 @@ impl AgentApi {
         if host.last_seen_at.map(|seen| seen.date_naive()) != Some(now.date_naive()) {
             store::record_day(&txn, &updated, now).await?;
         }
-        let jobs = super::jobs::dispatch(&txn, host.id, now).await?;
+        let jobs = super::jobs::dispatch(&txn, scope, host.id, now).await?;
         txn.commit().await?;
         if inventory || first {
             // One evaluation per check-in that changed something: the time is in the key, so an
@@ -355,7 +356,9 @@ impl AgentApi {
             platform::agent_ca::AgentCa::csr_public_key(&request.body.csr).map_err(csr_error)?;
         let txn = state.db.begin_write().await?;
         // A retry: the same key was certified by this renewal before and not used yet.
-        let earlier = host_keys::Entity::find()
+        let earlier = request
+            .scope()
+            .rows::<host_keys::Entity>()
             .filter(host_keys::Column::HostId.eq(request.host.id))
             .filter(host_keys::Column::KeyId.ne(request.key.key_id.as_str()))
             .filter(host_keys::Column::RevokedAt.is_null())

@@ -12,7 +12,9 @@ use platform::{
     config::Config,
     db::Database,
 };
-use sea_orm::{ActiveModelTrait, EntityTrait, Set};
+use sea_orm::{ActiveModelTrait, Set};
+
+use crate::scope::Untenanted;
 use serde::{Deserialize, Serialize};
 
 const NAME: &str = "agent_ca";
@@ -29,10 +31,7 @@ pub async fn load_or_create(
     clock: &dyn Clock,
 ) -> anyhow::Result<Arc<AgentCa>> {
     let secrets_key = config.secrets_key.as_ref().map(|k| k.expose());
-    if let Some(row) = deployment_secrets::Entity::find_by_id(NAME)
-        .one(&db.orm)
-        .await?
-    {
+    if let Some(row) = deployment_secrets::Entity::row(NAME).one(&db.orm).await? {
         return load(&row.value, secrets_key);
     }
     let ca = AgentCa::generate(clock.now()).context("generating the agent CA")?;
@@ -56,7 +55,7 @@ pub async fn load_or_create(
         return Ok(Arc::new(ca));
     }
     // Another replica stored one first: use that.
-    let row = deployment_secrets::Entity::find_by_id(NAME)
+    let row = deployment_secrets::Entity::row(NAME)
         .one(&db.orm)
         .await?
         .context("storing the agent CA failed")?;

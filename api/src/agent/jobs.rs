@@ -8,11 +8,11 @@ use domain::{
     proposals::{JobPayload, begin_applying, settle},
 };
 use entities::{host_jobs, hosts};
-use platform::ids::{HostJobId, ProposalId};
+use platform::ids::{HostId, HostJobId, ProposalId};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, QuerySelect,
+    Set, sea_query::Expr,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -22,6 +22,7 @@ use crate::{
     AppState,
     error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
     hosts::record_event,
+    scope::OrgScope,
     tags::Tag,
 };
 
@@ -109,10 +110,12 @@ fn job_view(row: &host_jobs::Model) -> Job {
 /// agent that lost an answer still gets its work.
 pub async fn dispatch<C: ConnectionTrait>(
     txn: &C,
+    scope: OrgScope,
     host_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Vec<Job>, DbErr> {
-    let rows = host_jobs::Entity::find()
+    let rows = scope
+        .rows::<host_jobs::Entity>()
         .filter(host_jobs::Column::HostId.eq(host_id))
         .filter(host_jobs::Column::Status.is_in(HostJobStatus::UNFINISHED))
         .order_by_asc(host_jobs::Column::Id)
@@ -123,7 +126,8 @@ pub async fn dispatch<C: ConnectionTrait>(
         .iter()
         .filter(|r| HostJobStatus::from(r.status.as_str()) == HostJobStatus::Pending);
     for row in pending {
-        host_jobs::Entity::update_many()
+        scope
+            .update_rows::<host_jobs::Entity>()
             .col_expr(
                 host_jobs::Column::Status,
                 Expr::value(HostJobStatus::Dispatched),
@@ -210,15 +214,16 @@ impl AgentJobsApi {
             HostRateLimited,
         )>,
     > {
+        let scope = request.scope();
         let Signed { host, body, .. } = request;
-        let id = job_id.uuid();
         let now = state.clock.now();
         let status = match body.status {
             JobStatus::Succeeded => HostJobStatus::Succeeded,
             JobStatus::Failed => HostJobStatus::Failed,
         };
         let txn = state.db.begin_write().await?;
-        let job = host_jobs::Entity::find_by_id(id)
+        let job = scope
+            .row(*job_id)
             .filter(host_jobs::Column::HostId.eq(host.id))
             .one(&txn)
             .await?
@@ -242,7 +247,7 @@ impl AgentJobsApi {
         changed.finished_at = Set(Some(finished_at));
         changed.dispatched_at = Set(job.dispatched_at.or(Some(now)));
         changed.update(&txn).await?;
-        let host_row: Option<hosts::Model> = hosts::Entity::find_by_id(host.id).one(&txn).await?;
+        let host_row: Option<hosts::Model> = scope.row(HostId::from(host.id)).one(&txn).await?;
         if let Some(host_row) = host_row {
             record_event(
                 &txn,

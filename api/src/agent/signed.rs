@@ -15,6 +15,7 @@
 use chrono::{DateTime, Utc};
 use entities::{host_keys, hosts};
 use platform::http_signature::{self, ParsedSignature, PublicKey, RequestHead};
+use platform::ids::HostId;
 use poem::{Request, RequestBody};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions,
@@ -25,13 +26,24 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
 use serde::de::DeserializeOwned;
 
 use super::{body, limits};
-use crate::{AppState, error::ApiError};
+use crate::{
+    AppState,
+    error::ApiError,
+    scope::{Credential, OrgScope},
+};
 
 /// An authenticated agent request with body `T`.
 pub struct Signed<T> {
     pub host: hosts::Model,
     pub key: host_keys::Model,
     pub body: T,
+}
+
+impl<T> Signed<T> {
+    /// The host's organization: its key named it.
+    pub fn scope(&self) -> OrgScope {
+        OrgScope::of(self.host.org_id)
+    }
 }
 
 fn refuse(reason: impl std::fmt::Display) -> ApiError {
@@ -71,14 +83,15 @@ pub async fn authenticate(
     };
     let parsed = http_signature::parse_head(&head).map_err(refuse)?;
     parsed.params.check_fresh(now.timestamp()).map_err(refuse)?;
-    let key = host_keys::Entity::find_by_id(parsed.params.key_id.clone())
+    let key = host_keys::Entity::by_credential(parsed.params.key_id.as_str())
         .one(&state.db.orm)
         .await?
         .ok_or_else(|| refuse("unknown keyid"))?;
     if key.revoked_at.is_some() || key.not_after <= now {
         return Err(refuse("key revoked or certificate expired"));
     }
-    let host = hosts::Entity::find_by_id(key.host_id)
+    let host = OrgScope::of(key.org_id)
+        .row(HostId::from(key.host_id))
         .one(&state.db.orm)
         .await?
         .ok_or_else(|| refuse("no host for key"))?;
@@ -99,7 +112,9 @@ async fn retire_earlier_keys(
     key: &host_keys::Model,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    let retired: Vec<String> = host_keys::Entity::find()
+    let scope = OrgScope::of(key.org_id);
+    let retired: Vec<String> = scope
+        .rows::<host_keys::Entity>()
         .filter(host_keys::Column::HostId.eq(key.host_id))
         .filter(host_keys::Column::KeyId.ne(key.key_id.as_str()))
         .filter(host_keys::Column::RevokedAt.is_null())
@@ -112,7 +127,8 @@ async fn retire_earlier_keys(
     if retired.is_empty() {
         return Ok(());
     }
-    host_keys::Entity::update_many()
+    scope
+        .update_rows::<host_keys::Entity>()
         .col_expr(host_keys::Column::RevokedAt, Expr::value(Some(now)))
         .filter(host_keys::Column::KeyId.is_in(retired.iter().map(String::as_str)))
         .filter(host_keys::Column::RevokedAt.is_null())

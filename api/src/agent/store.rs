@@ -15,7 +15,11 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::facts::{CheckIn, Facts};
-use crate::{error::ApiError, hosts::record_event};
+use crate::{
+    error::ApiError,
+    hosts::record_event,
+    scope::{OrgScope, Untenanted},
+};
 
 /// How often agents are asked to check in.
 pub const CHECK_IN_INTERVAL_S: i32 = 300;
@@ -51,10 +55,12 @@ pub fn apply_facts(host: &mut hosts::ActiveModel, facts: &Facts) -> Result<(), A
 /// Revokes every live key of the host at once (re-binding, decommissioning).
 pub async fn revoke_keys<C: ConnectionTrait>(
     db: &C,
+    scope: OrgScope,
     host_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
-    host_keys::Entity::update_many()
+    scope
+        .update_rows::<host_keys::Entity>()
         .col_expr(host_keys::Column::RevokedAt, Expr::value(Some(now)))
         .filter(host_keys::Column::HostId.eq(host_id))
         .filter(host_keys::Column::RevokedAt.is_null())
@@ -75,8 +81,9 @@ pub async fn enrol_host(
     facts: &Facts,
     now: DateTime<Utc>,
 ) -> Result<hosts::Model, ApiError> {
-    let existing = hosts::Entity::find()
-        .filter(hosts::Column::OrgId.eq(token.org_id))
+    let scope = OrgScope::of(token.org_id);
+    let existing = scope
+        .rows::<hosts::Entity>()
         .filter(hosts::Column::MachineId.eq(facts.machine_id.as_str()))
         .one(txn)
         .await?;
@@ -89,7 +96,7 @@ pub async fn enrol_host(
                     .into(),
             ));
         }
-        revoke_keys(txn, host.id, now).await?;
+        revoke_keys(txn, scope, host.id, now).await?;
         // A new admission: pending until its first check-in, which charges the new token.
         let mut changed: hosts::ActiveModel = host.into();
         apply_facts(&mut changed, facts)?;
@@ -163,8 +170,13 @@ pub async fn enrol_host(
 /// Charges the host's enrollment token one use, unless it is revoked or used up; `false`
 /// when it cannot be charged. One conditional update, so concurrent first check-ins can never
 /// push `uses` past `max_uses`.
-pub async fn charge_token(txn: &DatabaseTransaction, token_id: Uuid) -> Result<bool, ApiError> {
-    let charged = enrollment_tokens::Entity::update_many()
+pub async fn charge_token(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    token_id: Uuid,
+) -> Result<bool, ApiError> {
+    let charged = scope
+        .update_rows::<enrollment_tokens::Entity>()
         .col_expr(
             enrollment_tokens::Column::Uses,
             Expr::col(enrollment_tokens::Column::Uses).add(1),
@@ -223,7 +235,7 @@ pub async fn replace_inventory(
                     source_version: Set(p.source_version.clone()),
                 });
         }
-        let stored = host_packages::Entity::find()
+        let stored = host_packages::Entity::rows()
             .filter(host_packages::Column::HostId.eq(host_id))
             .all(txn)
             .await?;
@@ -251,7 +263,7 @@ pub async fn replace_inventory(
                         .add(host_packages::Column::Arch.eq(arch.as_str())),
                 );
             }
-            host_packages::Entity::delete_many()
+            host_packages::Entity::delete_rows()
                 .filter(host_packages::Column::HostId.eq(host_id))
                 .filter(which)
                 .exec(txn)
@@ -286,7 +298,7 @@ pub async fn replace_inventory(
                 },
             );
         }
-        let stored = host_updates::Entity::find()
+        let stored = host_updates::Entity::rows()
             .filter(host_updates::Column::HostId.eq(host_id))
             .all(txn)
             .await?;
@@ -317,7 +329,7 @@ pub async fn replace_inventory(
                         .add(host_updates::Column::Arch.eq(arch.as_str())),
                 );
             }
-            host_updates::Entity::delete_many()
+            host_updates::Entity::delete_rows()
                 .filter(host_updates::Column::HostId.eq(host_id))
                 .filter(which)
                 .exec(txn)

@@ -1,0 +1,264 @@
+//! Tenancy: the one way api code reaches the database's rows, so that a query of a tenant table
+//! without its organization does not build.
+//!
+//! - A **tenant table** (its rows belong to one organization by a column: hosts, groups,
+//!   policies, proposals, tokens, …; [`Tenant`]) is reached through the organization's
+//!   [`OrgScope`], whose every query is filtered by that organization: `org.scope()` in a handler,
+//!   then `scope.get(db, host_id)`, `scope.rows::<hosts::Entity>()`, `scope.update_rows::<…>()`.
+//! - A tenant row is found **by the credential it holds** (a token's hash, a key's id) before
+//!   any organization is known, through [`Credential`]; the row then names its organization.
+//! - A **table of no organization** (accounts, sessions, …), or a **child table** reached by the
+//!   id of a tenant row found first (a group's members, a proposal's changes), through
+//!   [`Untenanted`]: `accounts::Entity::rows()`.
+//!
+//! `api/clippy.toml` forbids sea-orm's own entry points (`EntityTrait::find`, `find_by_id`,
+//! `update_many`, `delete_many`, `delete_by_id`, `sea_query::Query::select`, raw statements)
+//! everywhere in this crate but here, where each use is marked `#[allow]`; a table is in
+//! exactly one of the three lists below.
+
+#![allow(clippy::disallowed_methods)]
+
+use entities::{
+    accounts, agent_nonces, api_tokens, audit_events, comments, deployment_secrets, email_tokens,
+    enrollment_tokens, group_hosts, groups, host_days, host_events, host_jobs, host_keys,
+    host_labels, host_packages, host_updates, hosts, invitations, known_exploited, memberships,
+    organizations, policies, policy_dirty, proposal_changes, proposal_decisions, proposal_hosts,
+    proposals, sessions, usage_days,
+};
+use platform::ids::{
+    AccountId, ApiTokenId, CommentId, EnrollmentTokenId, GroupId, HostId, HostJobId, InvitationId,
+    OrgId, PolicyId, ProposalId,
+};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DeleteMany, EntityTrait, QueryFilter, Select, UpdateMany,
+    sea_query::{Query, SelectStatement},
+};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// A table whose rows each belong to one organization.
+pub trait Tenant: EntityTrait {
+    /// The column naming the row's organization.
+    const ORG: Self::Column;
+}
+
+/// An id kind that names one row of a tenant table.
+pub trait RowId: Copy + Into<Uuid> + Into<sea_orm::Value> {
+    type Entity: Tenant;
+    /// The column the id is stored in.
+    const COLUMN: <Self::Entity as EntityTrait>::Column;
+}
+
+/// A tenant table whose rows can be found by the credential they hold, before the organization
+/// is known (the row names it).
+pub trait Credential: Tenant {
+    /// The column holding the credential: a secret's hash, or a key's id proven by a signature.
+    const CREDENTIAL: Self::Column;
+
+    /// The row holding `credential`.
+    fn by_credential(credential: impl Into<sea_orm::Value>) -> Select<Self> {
+        Self::find().filter(Self::CREDENTIAL.eq(credential))
+    }
+}
+
+/// A table of no organization, or a child table reached through the id of a tenant row found
+/// by an [`OrgScope`] first.
+pub trait Untenanted: EntityTrait {
+    fn rows() -> Select<Self> {
+        Self::find()
+    }
+
+    fn row<T>(id: T) -> Select<Self>
+    where
+        T: Into<<Self::PrimaryKey as sea_orm::PrimaryKeyTrait>::ValueType>,
+    {
+        Self::find_by_id(id)
+    }
+
+    fn update_rows() -> UpdateMany<Self> {
+        Self::update_many()
+    }
+
+    fn delete_rows() -> DeleteMany<Self> {
+        Self::delete_many()
+    }
+
+    /// `SELECT <column> FROM <table>`, to filter by (`… IN (subquery)`).
+    fn column_of(column: Self::Column) -> SelectStatement {
+        Query::select()
+            .column(column)
+            .from(Self::default())
+            .to_owned()
+    }
+}
+
+macro_rules! tenant {
+    ($($table:ident => $column:ident),* $(,)?) => {
+        $(impl Tenant for $table::Entity {
+            const ORG: $table::Column = $table::Column::$column;
+        })*
+    };
+}
+
+tenant!(
+    organizations => Id,
+    memberships => OrgId,
+    invitations => OrgId,
+    api_tokens => OrgId,
+    audit_events => OrgId,
+    enrollment_tokens => OrgId,
+    hosts => OrgId,
+    host_labels => OrgId,
+    host_events => OrgId,
+    host_jobs => OrgId,
+    host_keys => OrgId,
+    host_days => OrgId,
+    usage_days => OrgId,
+    groups => OrgId,
+    policies => OrgId,
+    proposals => OrgId,
+    comments => OrgId,
+);
+
+macro_rules! row_id {
+    ($($id:ty => $table:ident),* $(,)?) => {
+        $(impl RowId for $id {
+            type Entity = $table::Entity;
+            const COLUMN: $table::Column = $table::Column::Id;
+        })*
+    };
+}
+
+row_id!(
+    HostId => hosts,
+    GroupId => groups,
+    PolicyId => policies,
+    ProposalId => proposals,
+    CommentId => comments,
+    HostJobId => host_jobs,
+    ApiTokenId => api_tokens,
+    EnrollmentTokenId => enrollment_tokens,
+    InvitationId => invitations,
+);
+
+impl Credential for api_tokens::Entity {
+    const CREDENTIAL: api_tokens::Column = api_tokens::Column::TokenHash;
+}
+impl Credential for enrollment_tokens::Entity {
+    const CREDENTIAL: enrollment_tokens::Column = enrollment_tokens::Column::TokenHash;
+}
+impl Credential for invitations::Entity {
+    const CREDENTIAL: invitations::Column = invitations::Column::TokenHash;
+}
+impl Credential for host_keys::Entity {
+    const CREDENTIAL: host_keys::Column = host_keys::Column::KeyId;
+}
+
+// Of no organization.
+impl Untenanted for accounts::Entity {}
+impl Untenanted for sessions::Entity {}
+impl Untenanted for email_tokens::Entity {}
+impl Untenanted for known_exploited::Entity {}
+impl Untenanted for agent_nonces::Entity {}
+impl Untenanted for deployment_secrets::Entity {}
+impl Untenanted for policy_dirty::Entity {}
+// Children, keyed by a tenant row's id.
+impl Untenanted for group_hosts::Entity {}
+impl Untenanted for proposal_hosts::Entity {}
+impl Untenanted for proposal_changes::Entity {}
+impl Untenanted for proposal_decisions::Entity {}
+impl Untenanted for host_packages::Entity {}
+impl Untenanted for host_updates::Entity {}
+
+/// One organization's handle on its rows: every query it builds is filtered by the
+/// organization. Handlers get it from their access (`org.scope()`); code that learnt the
+/// organization from a credential (an agent's host, an accepted invitation) from
+/// [`OrgScope::of`].
+#[derive(Clone, Copy, Debug)]
+pub struct OrgScope {
+    org_id: OrgId,
+}
+
+impl OrgScope {
+    /// The scope of an organization found by the caller's access or a credential's row.
+    pub fn of(org_id: impl Into<OrgId>) -> Self {
+        OrgScope {
+            org_id: org_id.into(),
+        }
+    }
+
+    pub fn org_id(&self) -> OrgId {
+        self.org_id
+    }
+
+    /// The organization's rows of table `E`.
+    pub fn rows<E: Tenant>(&self) -> Select<E> {
+        E::find().filter(E::ORG.eq(self.org_id))
+    }
+
+    /// The organization's row `id`, if it is one of the organization's.
+    pub fn row<I: RowId>(&self, id: I) -> Select<I::Entity> {
+        self.rows::<I::Entity>().filter(I::COLUMN.eq(id))
+    }
+
+    /// The organization's row `id`; `not-found` for any other, another organization's included.
+    pub async fn get<I: RowId, C: ConnectionTrait>(
+        &self,
+        db: &C,
+        id: I,
+    ) -> Result<<I::Entity as EntityTrait>::Model, ApiError> {
+        self.row(id).one(db).await?.ok_or(ApiError::NotFound)
+    }
+
+    /// The organization's membership of `account`.
+    pub fn member(&self, account: AccountId) -> Select<memberships::Entity> {
+        self.rows::<memberships::Entity>()
+            .filter(memberships::Column::AccountId.eq(account))
+    }
+
+    /// An update of the organization's rows of table `E` (add what to set and which rows).
+    pub fn update_rows<E: Tenant>(&self) -> UpdateMany<E> {
+        E::update_many().filter(E::ORG.eq(self.org_id))
+    }
+
+    /// A delete of the organization's rows of table `E` (add which rows).
+    pub fn delete_rows<E: Tenant>(&self) -> DeleteMany<E> {
+        E::delete_many().filter(E::ORG.eq(self.org_id))
+    }
+
+    /// `SELECT <column> FROM <table> WHERE <org> = …`, to filter by (`… IN (subquery)`).
+    pub fn column_of<E: Tenant>(&self, column: E::Column) -> SelectStatement {
+        Query::select()
+            .column(column)
+            .from(E::default())
+            .and_where(E::ORG.eq(self.org_id))
+            .to_owned()
+    }
+}
+
+/// Where the caller's own rows are, across organizations: an account's memberships (the
+/// organizations it may enter) and the organization a slug names (which access then checks).
+pub mod edge {
+    use super::*;
+
+    /// The memberships of `account`, in every organization or in `only` (an API token's own).
+    pub fn memberships_of(account: AccountId, only: Option<OrgId>) -> Select<memberships::Entity> {
+        let mine = memberships::Entity::find().filter(memberships::Column::AccountId.eq(account));
+        match only {
+            Some(org_id) => mine.filter(memberships::Column::OrgId.eq(org_id)),
+            None => mine,
+        }
+    }
+
+    /// The organization addressed by `slug` (whether the caller may enter it is access's
+    /// question).
+    pub fn organization_by_slug(slug: &str) -> Select<organizations::Entity> {
+        organizations::Entity::find().filter(organizations::Column::Slug.eq(slug))
+    }
+
+    /// The organizations among `ids` (a caller's memberships).
+    pub fn organizations(ids: impl IntoIterator<Item = Uuid>) -> Select<organizations::Entity> {
+        organizations::Entity::find().filter(organizations::Column::Id.is_in(ids))
+    }
+}
