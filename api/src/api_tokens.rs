@@ -11,7 +11,7 @@ use poem_openapi::{
     param::{Path, Query},
     payload::Json,
 };
-use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
+use sea_orm::{ActiveModelTrait, Set};
 
 use crate::{
     AppState,
@@ -20,6 +20,7 @@ use crate::{
     error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
     input,
     paging::{Order, Page, Paging},
+    revoke::revoke,
     roles::{Administer, AdministerInPerson},
     tags::Tag,
     text::{Name, RoleText},
@@ -203,27 +204,7 @@ impl ApiTokensApi {
         /// The token's record id (`atk_`).
         api_token_id: Path<ApiTokenId>,
     ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let id = *api_token_id;
-        let now = state.clock.now();
-        let txn = state.db.begin_write().await?;
-        let revoked = org
-            .scope()
-            .update_rows::<api_tokens::Entity>()
-            .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
-            .filter(api_tokens::Column::Id.eq(id))
-            .filter(api_tokens::Column::RevokedAt.is_null())
-            .exec(&txn)
-            .await?;
-        if revoked.rows_affected != 1 {
-            return Err(ApiError::NotFound.into());
-        }
-        Entry::new("api_token.revoked")
-            .org(org.org_id())
-            .by(&org.caller)
-            .target(id)
-            .write(&txn, now)
-            .await?;
-        txn.commit().await?;
+        revoke(&state, &org, *api_token_id).await?;
         Ok(Revoked::Revoked)
     }
 }

@@ -11,7 +11,7 @@ use poem_openapi::{
     param::{Path, Query},
     payload::Json,
 };
-use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
+use sea_orm::{ActiveModelTrait, Set};
 
 use crate::{
     AppState,
@@ -20,6 +20,7 @@ use crate::{
     error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
     input,
     paging::{Order, Page, Paging},
+    revoke::revoke,
     roles::Manage,
     tags::Tag,
     text::{Name, Text},
@@ -245,27 +246,7 @@ impl EnrollmentTokensApi {
         /// The record's id (`etk_`).
         token_id: Path<EnrollmentTokenId>,
     ) -> Result<Revoked, ReadErrors> {
-        let id = *token_id;
-        let now = state.clock.now();
-        let txn = state.db.begin_write().await?;
-        let revoked = org
-            .scope()
-            .update_rows::<enrollment_tokens::Entity>()
-            .col_expr(enrollment_tokens::Column::RevokedAt, Expr::value(now))
-            .filter(enrollment_tokens::Column::Id.eq(id))
-            .filter(enrollment_tokens::Column::RevokedAt.is_null())
-            .exec(&txn)
-            .await?;
-        if revoked.rows_affected != 1 {
-            return Err(ApiError::NotFound.into());
-        }
-        Entry::new("enrollment_token.revoked")
-            .org(org.org_id())
-            .by(&org.caller)
-            .target(id)
-            .write(&txn, now)
-            .await?;
-        txn.commit().await?;
+        revoke(&state, &org, *token_id).await?;
         Ok(Revoked::Revoked)
     }
 }

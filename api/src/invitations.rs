@@ -31,6 +31,7 @@ use crate::{
     input::{self, Email},
     members::lock_org,
     paging::{Order, Page, Paging},
+    revoke::revoke,
     roles::{AdministerInPerson, Right, Role},
     scope::{Credential, OrgScope, Untenanted},
     tags::Tag,
@@ -266,28 +267,7 @@ impl InvitationsApi {
         /// The invitation's id (`inv_`).
         invitation_id: Path<InvitationId>,
     ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
-        let id = *invitation_id;
-        let now = state.clock.now();
-        let txn = state.db.begin_write().await?;
-        let revoked = org
-            .scope()
-            .update_rows::<invitations::Entity>()
-            .col_expr(invitations::Column::RevokedAt, Expr::value(now))
-            .filter(invitations::Column::Id.eq(id))
-            .filter(invitations::Column::RevokedAt.is_null())
-            .filter(invitations::Column::AcceptedAt.is_null())
-            .exec(&txn)
-            .await?;
-        if revoked.rows_affected != 1 {
-            return Err(ApiError::NotFound.into());
-        }
-        Entry::new("invitation.revoked")
-            .org(org.org_id())
-            .by(&org.caller)
-            .target(id)
-            .write(&txn, now)
-            .await?;
-        txn.commit().await?;
+        revoke(&state, &org, *invitation_id).await?;
         Ok(Revoked::Revoked)
     }
 

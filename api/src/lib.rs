@@ -24,6 +24,7 @@ pub mod paging;
 pub mod policies;
 pub mod proposals;
 pub mod rate_limit;
+pub mod revoke;
 pub mod roles;
 pub mod scope;
 pub mod server;
