@@ -1,36 +1,12 @@
 //! The HTTP API: poem + poem-openapi, with the OpenAPI document generated from the typed
 //! handlers. `main.rs` wires it; everything a test needs is reachable from here.
 
-pub mod access;
 pub mod agent;
-pub mod api_tokens;
-pub mod audit;
-pub mod auth;
-pub mod client_address;
-pub mod comments;
-pub mod enrollment_tokens;
-pub mod error;
-pub mod groups;
-pub mod health;
-pub mod hosts;
-pub mod input;
-pub mod invitations;
-pub mod me;
-pub mod members;
-pub mod middleware;
-pub mod openapi;
-pub mod orgs;
-pub mod paging;
-pub mod policies;
+pub mod fleet;
+pub mod http;
+pub mod identity;
 pub mod proposals;
-pub mod rate_limit;
-pub mod revoke;
-pub mod roles;
-pub mod scope;
-pub mod server;
 pub mod state;
-pub mod tags;
-pub mod text;
 
 use poem::{Endpoint, EndpointExt, Route};
 use poem_openapi::OpenApiService;
@@ -41,45 +17,45 @@ pub const TITLE: &str = "Fleet Update Management Service";
 
 /// All operations, as one OpenAPI service.
 pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + use<>, ()> {
-    let apis = openapi::Documented((
-        health::HealthApi {
+    let apis = http::openapi::Documented((
+        http::health::HealthApi {
             state: state.clone(),
         },
-        auth::AuthApi,
-        me::MeApi,
-        orgs::OrgsApi,
-        members::MembersApi,
-        invitations::InvitationsApi,
-        api_tokens::ApiTokensApi,
-        audit::AuditApi,
-        enrollment_tokens::EnrollmentTokensApi,
-        hosts::HostsApi,
-        groups::GroupsApi,
-        policies::PoliciesApi,
-        proposals::ProposalsApi,
-        comments::CommentsApi,
+        identity::auth::AuthApi,
+        identity::me::MeApi,
+        identity::orgs::OrgsApi,
+        identity::members::MembersApi,
+        identity::invitations::InvitationsApi,
+        identity::api_tokens::ApiTokensApi,
+        identity::audit::AuditApi,
+        fleet::enrollment_tokens::EnrollmentTokensApi,
+        fleet::hosts::HostsApi,
+        fleet::groups::GroupsApi,
+        proposals::policies::PoliciesApi,
+        proposals::api::ProposalsApi,
+        proposals::comments::CommentsApi,
         agent::api::AgentApi,
         agent::jobs::AgentJobsApi,
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
-        .description(include_str!("openapi_intro.md"))
+        .description(include_str!("http/openapi_intro.md"))
         .server(state.config.base_url.as_str().trim_end_matches('/'))
 }
 
 /// The OpenAPI document as JSON, without running a server: the generated one made exact
-/// ([`openapi::exact`]).
+/// ([`http::openapi::exact`]).
 pub fn openapi_json(state: &AppState) -> String {
-    openapi::exact(&openapi(state).spec())
+    http::openapi::exact(&openapi(state).spec())
 }
 
 /// The whole application: routes, OpenAPI document, docs UI and the edge middleware.
 pub fn app(state: AppState) -> impl Endpoint + 'static {
     let service = openapi(&state);
     let generated = service.spec();
-    let document = openapi::exact(&generated);
+    let document = http::openapi::exact(&generated);
     // The docs page embeds the document it shows: the exact one.
     let docs_page = service.swagger_ui_html().replacen(&generated, &document, 1);
-    let allowed = openapi::AllowedMethods::from_document(&document);
+    let allowed = http::openapi::AllowedMethods::from_document(&document);
     let spec = poem::endpoint::make_sync(move |_| {
         poem::Response::builder()
             .content_type("application/json")
@@ -91,7 +67,7 @@ pub fn app(state: AppState) -> impl Endpoint + 'static {
         .nest("/docs", docs)
         .nest("/", service.with(allowed))
         .data(state)
-        .with(middleware::Edge)
+        .with(http::middleware::Edge)
 }
 
 /// The `api` binary: connect, migrate, serve; in embedded mode also work and schedule.
@@ -112,7 +88,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
         agent_ca,
     };
     let shutdown = platform::runtime::shutdown_on_signal();
-    let bound = server::bind(config.bind).await?;
+    let bound = http::server::bind(config.bind).await?;
 
     let mut background = tokio::task::JoinSet::new();
     if config.embedded_workers {
@@ -132,7 +108,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
     println!("Listening on http://{}", bound.local_addr);
     println!("API docs:    {base}/docs   (OpenAPI document: {base}/v1/openapi.json)");
 
-    let served = server::serve(state, bound, shutdown.clone()).await;
+    let served = http::server::serve(state, bound, shutdown.clone()).await;
     shutdown.cancel();
     while let Some(finished) = background.join_next().await {
         match finished {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use entities::{accounts, memberships, organizations};
 use reqwest::Method;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
@@ -166,7 +166,7 @@ impl TestApp {
         .insert(db)
         .await
         .expect("membership");
-        let session = api::auth::start_session(&self.state, db, account.id, now)
+        let session = api::identity::auth::start_session(&self.state, db, account.id, now)
             .await
             .expect("session");
         Session {

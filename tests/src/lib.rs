@@ -135,14 +135,14 @@ impl TestAppBuilder {
             agent_ca,
         };
         let shutdown = CancellationToken::new();
-        let bound = api::server::bind(config.bind).await.expect("bind");
+        let bound = api::http::server::bind(config.bind).await.expect("bind");
         let base = format!("http://{}", bound.local_addr);
         let mut tasks = Vec::new();
         {
             let state = state.clone();
             let shutdown = shutdown.clone();
             tasks.push(tokio::spawn(async move {
-                if let Err(err) = api::server::serve(state, bound, shutdown).await {
+                if let Err(err) = api::http::server::serve(state, bound, shutdown).await {
                     eprintln!("test server failed: {err:#}");
                 }
             }));

@@ -22,11 +22,11 @@ use super::{
 };
 use crate::{
     AppState,
-    enrollment_tokens::{TOKEN_PREFIX, usable},
-    error::{ApiError, BadRequest, Conflict, Errors, Forbidden, Unauthorized},
-    hosts::record_event,
-    scope::{Credential, OrgScope},
-    tags::Tag,
+    fleet::enrollment_tokens::{TOKEN_PREFIX, usable},
+    fleet::hosts::record_event,
+    http::error::{ApiError, BadRequest, Conflict, Errors, Forbidden, Unauthorized},
+    http::scope::{Credential, OrgScope},
+    http::tags::Tag,
 };
 
 /// Certificates are valid this long.
@@ -347,7 +347,7 @@ impl AgentApi {
         let now = state.clock.now();
         if request.key.not_after - now > RENEWAL_WINDOW {
             return Err(ApiError::state(
-                crate::error::StateRefusal::InvalidState,
+                crate::http::error::StateRefusal::InvalidState,
                 "Renew within the last 30 days of the certificate's validity.",
             )
             .into());

@@ -9,12 +9,12 @@ use flate2::read::GzDecoder;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Largest body a signed agent call may carry, as sent and decompressed.
-pub const MAX_SIGNED: usize = crate::middleware::AGENT_BODY_LIMIT;
+pub const MAX_SIGNED: usize = crate::http::middleware::AGENT_BODY_LIMIT;
 /// Largest enrolment body, as sent and decompressed: a token, a CSR and the facts.
-pub const MAX_ENROLMENT: usize = crate::middleware::ENROLMENT_BODY_LIMIT;
+pub const MAX_ENROLMENT: usize = crate::http::middleware::ENROLMENT_BODY_LIMIT;
 
 /// Reads `body` whole, handing each piece to `each` as it arrives (which may refuse it), and
 /// stops at the first byte past `limit` (413).

@@ -14,7 +14,7 @@ use platform::{
 };
 use sea_orm::{ActiveModelTrait, Set};
 
-use crate::scope::Untenanted;
+use crate::http::scope::Untenanted;
 use serde::{Deserialize, Serialize};
 
 const NAME: &str = "agent_ca";

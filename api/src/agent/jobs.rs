@@ -20,10 +20,10 @@ use uuid::Uuid;
 use super::{limits::HostRateLimited, signed::Signed};
 use crate::{
     AppState,
-    error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
-    hosts::record_event,
-    scope::OrgScope,
-    tags::Tag,
+    fleet::hosts::record_event,
+    http::error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
+    http::scope::OrgScope,
+    http::tags::Tag,
 };
 
 /// The longest log kept per job; a longer one keeps its last part.

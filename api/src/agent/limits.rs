@@ -9,9 +9,10 @@ use poem_openapi::registry::MetaHeader;
 use uuid::Uuid;
 
 use crate::{
-    AppState, client_address,
-    error::{ApiError, ErrorStatus, TooManyRequests},
-    rate_limit::{self, Limit},
+    AppState,
+    http::client_address,
+    http::error::{ApiError, ErrorStatus, TooManyRequests},
+    http::rate_limit::{self, Limit},
 };
 
 /// Enrolments per client address: generous, since a whole fleet may enrol from behind one

@@ -28,8 +28,8 @@ use serde::de::DeserializeOwned;
 use super::{body, limits};
 use crate::{
     AppState,
-    error::ApiError,
-    scope::{Credential, OrgScope},
+    http::error::ApiError,
+    http::scope::{Credential, OrgScope},
 };
 
 /// An authenticated agent request with body `T`.

@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use super::facts::{CheckIn, Facts};
 use crate::{
-    error::ApiError,
-    hosts::record_event,
-    scope::{OrgScope, Untenanted},
+    fleet::hosts::record_event,
+    http::error::ApiError,
+    http::scope::{OrgScope, Untenanted},
 };
 
 /// How often agents are asked to check in.

@@ -4,7 +4,7 @@
 //! A refusal is 400 `invalid-request` naming the field, e.g. `updates[3].advisories[0].url`.
 
 use super::facts::{Advisory, CheckIn, Facts, Package, Update};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Most characters of a fact, a package or update field, an advisory id, source, severity or
 /// CVE.

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use api::roles::Role;
+use api::identity::roles::Role;
 use clap::Parser;
 use entities::{accounts, memberships, organizations};
 use platform::{
@@ -112,7 +112,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     .insert(&db.orm)
     .await?;
-    let session = api::auth::start_session(&state, &db.orm, account.id, now)
+    let session = api::identity::auth::start_session(&state, &db.orm, account.id, now)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let cookie = format!(
@@ -121,9 +121,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
 
     let shutdown = CancellationToken::new();
-    let bound = api::server::bind(config.bind).await?;
+    let bound = api::http::server::bind(config.bind).await?;
     let base = format!("http://{}", bound.local_addr);
-    let server = tokio::spawn(api::server::serve(state, bound, shutdown.clone()));
+    let server = tokio::spawn(api::http::server::serve(state, bound, shutdown.clone()));
 
     let targets: [(&str, String, Vec<String>); 3] = [
         ("healthz", format!("{base}/healthz"), vec![]),

@@ -54,7 +54,7 @@ use anyhow::{Context, bail, ensure};
 use apalis::prelude::{TaskBuilder, TaskSink};
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
-use api::roles::Role;
+use api::identity::roles::Role;
 use clap::Parser;
 use entities::{
     accounts, api_tokens, host_updates, hosts, known_exploited, memberships, organizations,
@@ -488,7 +488,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
     }
     .insert(&db.orm)
     .await?;
-    let token = platform::secrets::mint(api::access::API_TOKEN_PREFIX);
+    let token = platform::secrets::mint(api::http::access::API_TOKEN_PREFIX);
     api_tokens::ActiveModel {
         id: Set(platform::ids::new_uuid()),
         org_id: Set(org.id),
@@ -1201,9 +1201,9 @@ async fn http(
         agent_ca,
     };
     let shutdown = CancellationToken::new();
-    let bound = api::server::bind(config.bind).await?;
+    let bound = api::http::server::bind(config.bind).await?;
     let base = format!("http://{}", bound.local_addr);
-    let server = tokio::spawn(api::server::serve(state, bound, shutdown.clone()));
+    let server = tokio::spawn(api::http::server::serve(state, bound, shutdown.clone()));
 
     let security = proposals::Entity::find()
         .filter(proposals::Column::PolicyId.eq(fleet.policies[0].0))

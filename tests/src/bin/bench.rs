@@ -9,7 +9,7 @@
 //! Subcommands (BENCHMARKS.md has the exact commands and the figures):
 //!
 //! - `http`: requests per second of `GET /healthz` through the whole api (`api::app`, served by
-//!   `api::server::serve` on a loopback port, SQLite database in a temp dir) against a bare poem
+//!   `api::http::server::serve` on a loopback port, SQLite database in a temp dir) against a bare poem
 //!   hello-world (`Route::new().at("/healthz", handler)`) served by the same process. `wrk` is the
 //!   load generator (`apt-get install -y wrk`); the targets alternate, in a rotating order, for
 //!   `--rounds` rounds, and the median requests/s of each and the median of the per-round ratios
@@ -151,7 +151,7 @@ struct HttpArgs {
 enum Target {
     /// `poem::Route::new().at("/healthz", handler)`, nothing else.
     Bare,
-    /// `api::app(state)` served by `api::server::serve`, no log subscriber.
+    /// `api::app(state)` served by `api::http::server::serve`, no log subscriber.
     Stack,
     /// The same, logging each request at `info` like the service does by default.
     StackLog,
@@ -349,15 +349,19 @@ async fn http(args: HttpArgs) -> anyhow::Result<()> {
         clock: Arc::new(SystemClock),
         agent_ca: api::agent::ca::load_or_create(&db, &config, &SystemClock).await?,
     };
-    let bound = api::server::bind(config.bind).await?;
+    let bound = api::http::server::bind(config.bind).await?;
     let stack_addr = bound.local_addr;
-    let stack = tokio::spawn(api::server::serve(state.clone(), bound, shutdown.clone()));
+    let stack = tokio::spawn(api::http::server::serve(
+        state.clone(),
+        bound,
+        shutdown.clone(),
+    ));
 
     // The other apps on the same runtime.
     let bare = || poem::Route::new().at("/healthz", poem::get(hello));
     let bare_addr = serve_endpoint(bare(), shutdown.clone()).await?;
     let edge_addr = serve_endpoint(
-        bare().with(api::middleware::Edge).map_to_response(),
+        bare().with(api::http::middleware::Edge).map_to_response(),
         shutdown.clone(),
     )
     .await?;
@@ -501,7 +505,7 @@ fn install_request_log(path: &std::path::Path) -> anyhow::Result<()> {
         .context("installing the log subscriber")
 }
 
-/// Serves `app` on a loopback port until `shutdown`, the way `api::server::serve` does.
+/// Serves `app` on a loopback port until `shutdown`, the way `api::http::server::serve` does.
 async fn serve_endpoint(
     app: impl poem::Endpoint + 'static,
     shutdown: CancellationToken,

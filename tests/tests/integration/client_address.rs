@@ -2,7 +2,7 @@
 //! `TRUSTED_PROXIES`; then the rightmost `X-Forwarded-For` entry that is not a trusted proxy.
 //! Per-address limits and the audit log both use it, and idle limiter rows are purged.
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use chrono::Duration;
 use platform::jobs::Housekeeping;
 use reqwest::Method;

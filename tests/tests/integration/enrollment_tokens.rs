@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use chrono::Duration;
 use reqwest::Method;
 use serde_json::json;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use reqwest::Method;
 use serde_json::json;
 use tests::{As, TestApp};

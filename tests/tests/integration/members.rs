@@ -1,6 +1,6 @@
 //! Members, invitations, API tokens and the audit log.
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use chrono::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};

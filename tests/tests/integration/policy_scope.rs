@@ -1,7 +1,7 @@
 //! Policy scope and windows fail closed: a stored selector, group list or window that cannot
 //! be read never makes a policy cover every host, or let a change out as if it had no window.
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use entities::{policies, proposals};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};

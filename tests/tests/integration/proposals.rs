@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use chrono::{DateTime, TimeZone, Utc};
 use entities::{audit_events, known_exploited, organizations, proposal_decisions};
 use reqwest::Method;

@@ -2,7 +2,7 @@
 //! burst, `RateLimit-*` on every answer, one organization never touching another, and each
 //! caller held to its share so that one of them cannot spend the whole organization's.
 
-use api::roles::Role;
+use api::identity::roles::Role;
 use chrono::Duration;
 use reqwest::Method;
 use tests::{As, TestApp};

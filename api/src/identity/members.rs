@@ -17,18 +17,18 @@ use sea_orm::{
 
 use crate::{
     AppState,
-    access::org,
-    audit::Entry,
-    error::{
+    http::access::org,
+    http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
         Unauthorized,
     },
-    input,
-    paging::{Order, Page, Paging},
-    roles::{Administer, AdministerInPerson, Role},
-    scope::{OrgScope, Untenanted},
-    tags::Tag,
-    text::RoleText,
+    http::input,
+    http::paging::{Order, Page, Paging},
+    http::scope::{OrgScope, Untenanted},
+    http::tags::Tag,
+    http::text::RoleText,
+    identity::audit::Entry,
+    identity::roles::{Administer, AdministerInPerson, Role},
 };
 
 #[derive(Object)]

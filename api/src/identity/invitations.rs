@@ -21,21 +21,21 @@ use sea_orm::{
 
 use crate::{
     AppState,
-    access::{self, org},
-    audit::Entry,
-    auth::{SignedIn, VerifyRequest, limit_anonymous, sso_required, start_session},
-    error::{
+    http::access::{self, org},
+    http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
         Unauthorized,
     },
-    input::{self, Email},
-    members::lock_org,
-    paging::{Order, Page, Paging},
-    revoke::revoke,
-    roles::{AdministerInPerson, Right, Role},
-    scope::{Credential, OrgScope, Untenanted},
-    tags::Tag,
-    text::{EmailText, InvitedRoleText},
+    http::input::{self, Email},
+    http::paging::{Order, Page, Paging},
+    http::revoke::revoke,
+    http::scope::{Credential, OrgScope, Untenanted},
+    http::tags::Tag,
+    http::text::{EmailText, InvitedRoleText},
+    identity::audit::Entry,
+    identity::auth::{SignedIn, VerifyRequest, limit_anonymous, sso_required, start_session},
+    identity::members::lock_org,
+    identity::roles::{AdministerInPerson, Right, Role},
 };
 
 pub const INVITATION_TTL: Duration = Duration::days(7);

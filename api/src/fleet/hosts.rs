@@ -20,18 +20,18 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::org,
-    audit::Entry,
-    error::{
+    http::access::org,
+    http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
         Unauthorized,
     },
-    input,
-    paging::{Order, Page, Paging},
-    roles::{Operate, ReadFleet},
-    scope::{OrgScope, Untenanted},
-    tags::Tag,
-    text::{DisplayNameText, NotesText, Text},
+    http::input,
+    http::paging::{Order, Page, Paging},
+    http::scope::{OrgScope, Untenanted},
+    http::tags::Tag,
+    http::text::{DisplayNameText, NotesText, Text},
+    identity::audit::Entry,
+    identity::roles::{Operate, ReadFleet},
 };
 use platform::{
     ids::{GroupId, HostEventId, HostId, ProposalId},
@@ -240,7 +240,7 @@ async fn open_proposals<C: ConnectionTrait>(
     scope: OrgScope,
     host_id: Uuid,
 ) -> Result<Vec<ProposalRef>, ApiError> {
-    Ok(crate::proposals::open_for_hosts(db, scope, &[host_id])
+    Ok(crate::proposals::api::open_for_hosts(db, scope, &[host_id])
         .await?
         .remove(&host_id)
         .unwrap_or_default())
@@ -481,7 +481,8 @@ impl HostsApi {
             .into_iter()
             .map(|g| (g.id, g.name))
             .collect();
-        let mut open = crate::proposals::open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
+        let mut open =
+            crate::proposals::api::open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
         Ok(Json(rows.page(|h| {
             let mut refs: Vec<GroupRef> = memberships
                 .iter()

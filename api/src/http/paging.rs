@@ -17,7 +17,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 500;

@@ -13,11 +13,11 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::{Caller, org},
-    error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
-    paging::{Order, Page, Paging},
-    roles::Administer,
-    tags::Tag,
+    http::access::{Caller, org},
+    http::error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
+    http::paging::{Order, Page, Paging},
+    http::tags::Tag,
+    identity::roles::Administer,
 };
 
 /// An id an entry can name as its target, with the `target_kind` it is recorded under.

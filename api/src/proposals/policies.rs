@@ -13,17 +13,17 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::org,
-    audit::Entry,
-    error::{
+    http::access::org,
+    http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
-    input,
-    paging::{Order, Page, Paging},
-    roles::{Manage, ReadFleet},
-    scope::OrgScope,
-    tags::Tag,
-    text::{Name, Text},
+    http::input,
+    http::paging::{Order, Page, Paging},
+    http::scope::OrgScope,
+    http::tags::Tag,
+    http::text::{Name, Text},
+    identity::audit::Entry,
+    identity::roles::{Manage, ReadFleet},
 };
 use platform::{
     ids::{GroupId, PolicyId},

@@ -3,7 +3,7 @@
 //!
 //! - [`Signed`]: any signed-in caller (session cookie or API token).
 //! - [`OrgAccess<R>`]: an organization-scoped operation needing requirement `R`
-//!   ([`crate::roles::Requirement`]). Its argument is the `{org}` path parameter, so the
+//!   ([`crate::identity::roles::Requirement`]). Its argument is the `{org}` path parameter, so the
 //!   document states the requirement beside it.
 //!
 //! Order of checks, each with its answer (decisions §1): credentials (401 `unauthenticated`),
@@ -29,11 +29,11 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    error::ApiError,
-    middleware::ExtraHeaders,
-    rate_limit::{self, Limit},
-    roles::{Requirement, Role},
-    scope::{self, Credential, OrgScope, Untenanted},
+    http::error::ApiError,
+    http::middleware::ExtraHeaders,
+    http::rate_limit::{self, Limit},
+    http::scope::{self, Credential, OrgScope, Untenanted},
+    identity::roles::{Requirement, Role},
 };
 
 pub const SESSION_COOKIE: &str = "service_session";
@@ -121,8 +121,8 @@ impl Caller {
     }
 }
 
-/// The client's address, as the audit log records it (see [`crate::client_address`]).
-pub use crate::client_address::client_ip;
+/// The client's address, as the audit log records it (see [`crate::http::client_address`]).
+pub use crate::http::client_address::client_ip;
 
 fn cookie_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
     req.headers()

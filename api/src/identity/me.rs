@@ -7,11 +7,12 @@ use sea_orm::{ActiveModelTrait, Set};
 
 use crate::{
     AppState,
-    access::Signed,
-    error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
-    input, scope,
-    tags::Tag,
-    text::{Name, Text},
+    http::access::Signed,
+    http::error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
+    http::input,
+    http::scope,
+    http::tags::Tag,
+    http::text::{Name, Text},
 };
 
 /// An organization the person belongs to, with their role there.
@@ -54,7 +55,7 @@ pub struct MePatch {
 
 pub struct MeApi;
 
-async fn me(state: &AppState, caller: &crate::access::Caller) -> Result<Me, ApiError> {
+async fn me(state: &AppState, caller: &crate::http::access::Caller) -> Result<Me, ApiError> {
     let account = &caller.account;
     // One query: the memberships and their organizations.
     let query = scope::edge::memberships_of(account.id.into(), caller.token_org())

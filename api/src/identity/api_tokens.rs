@@ -15,15 +15,17 @@ use sea_orm::{ActiveModelTrait, Set};
 
 use crate::{
     AppState,
-    access::{API_TOKEN_PREFIX, org},
-    audit::Entry,
-    error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
-    input,
-    paging::{Order, Page, Paging},
-    revoke::revoke,
-    roles::{Administer, AdministerInPerson},
-    tags::Tag,
-    text::{Name, RoleText},
+    http::access::{API_TOKEN_PREFIX, org},
+    http::error::{
+        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
+    http::input,
+    http::paging::{Order, Page, Paging},
+    http::revoke::revoke,
+    http::tags::Tag,
+    http::text::{Name, RoleText},
+    identity::audit::Entry,
+    identity::roles::{Administer, AdministerInPerson},
 };
 
 #[derive(Object)]

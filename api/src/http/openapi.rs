@@ -3,7 +3,7 @@
 //! [`Documented`] wraps all operations and adds what the edge does to every one of them, so no
 //! handler has to repeat it:
 //! - every operation that takes a request body may answer 413 `payload-too-large`: the edge
-//!   reads bodies through a size limit before any handler runs (`crate::middleware`);
+//!   reads bodies through a size limit before any handler runs (`crate::http::middleware`);
 //! - `limit` and `cursor` query parameters are the paged lists' (decisions §5): 1 to 500, and
 //!   a cursor the service gave out (or nothing).
 //!
@@ -34,12 +34,12 @@ use poem_openapi::{
 use serde_json::{Map, Value};
 
 use crate::{
-    error::{self, PayloadTooLarge},
-    middleware::ExtraHeaders,
-    paging::MAX_LIMIT,
+    http::error::{self, PayloadTooLarge},
+    http::middleware::ExtraHeaders,
+    http::paging::MAX_LIMIT,
 };
 
-/// What `crate::paging::Cursor::decode` accepts: nothing, or 26 base32 characters of an id.
+/// What `crate::http::paging::Cursor::decode` accepts: nothing, or 26 base32 characters of an id.
 const CURSOR_PATTERN: &str = "^([0-7][0-9a-hjkmnp-tv-z]{25})?$";
 
 /// All operations, with the answers the edge adds to them documented.

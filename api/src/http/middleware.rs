@@ -22,7 +22,7 @@ use poem::{
 };
 use tracing::Instrument;
 
-use crate::error::{ApiError, problem_for_poem_error, problem_response};
+use crate::http::error::{ApiError, problem_for_poem_error, problem_response};
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 

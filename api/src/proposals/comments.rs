@@ -25,13 +25,15 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::org,
-    audit::Entry,
-    error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
-    roles::Discuss,
-    scope::{OrgScope, Untenanted},
-    tags::Tag,
-    text::CommentText,
+    http::access::org,
+    http::error::{
+        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
+    http::scope::{OrgScope, Untenanted},
+    http::tags::Tag,
+    http::text::CommentText,
+    identity::audit::Entry,
+    identity::roles::Discuss,
 };
 
 /// Longest comment body, in characters (after trimming).

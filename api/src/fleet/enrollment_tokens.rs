@@ -15,15 +15,17 @@ use sea_orm::{ActiveModelTrait, Set};
 
 use crate::{
     AppState,
-    access::org,
-    audit::Entry,
-    error::{ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
-    input,
-    paging::{Order, Page, Paging},
-    revoke::revoke,
-    roles::Manage,
-    tags::Tag,
-    text::{Name, Text},
+    http::access::org,
+    http::error::{
+        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
+    http::input,
+    http::paging::{Order, Page, Paging},
+    http::revoke::revoke,
+    http::tags::Tag,
+    http::text::{Name, Text},
+    identity::audit::Entry,
+    identity::roles::Manage,
 };
 
 pub const TOKEN_PREFIX: &str = "enr_";

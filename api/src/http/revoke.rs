@@ -9,10 +9,10 @@ use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, sea_query::Expr}
 
 use crate::{
     AppState,
-    access::OrgAccess,
-    audit::{Entry, Target},
-    error::ApiError,
-    scope::RowId,
+    http::access::OrgAccess,
+    http::error::ApiError,
+    http::scope::RowId,
+    identity::audit::{Entry, Target},
 };
 
 /// A record that is revoked by setting its `revoked_at`.

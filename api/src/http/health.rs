@@ -3,9 +3,9 @@
 use poem_openapi::{ApiResponse, OpenApi, payload::PlainText};
 
 use crate::{
-    error::{ApiError, Errors, Unavailable},
+    http::error::{ApiError, Errors, Unavailable},
+    http::tags::Tag,
     state::AppState,
-    tags::Tag,
 };
 
 pub struct HealthApi {

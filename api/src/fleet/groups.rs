@@ -18,17 +18,17 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::org,
-    audit::Entry,
-    error::{
+    http::access::org,
+    http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
-    input,
-    paging::{Order, Page, Paging},
-    roles::{Operate, ReadFleet},
-    scope::Untenanted,
-    tags::Tag,
-    text::{Name, Text},
+    http::input,
+    http::paging::{Order, Page, Paging},
+    http::scope::Untenanted,
+    http::tags::Tag,
+    http::text::{Name, Text},
+    identity::audit::Entry,
+    identity::roles::{Operate, ReadFleet},
 };
 use platform::{
     ids::{GroupId, HostId},

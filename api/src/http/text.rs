@@ -68,7 +68,7 @@ impl ToJSON for Text {
     }
 }
 
-/// A [`Text`] whose schema states the shape the handler checks (with `crate::input`), so the
+/// A [`Text`] whose schema states the shape the handler checks (with `crate::http::input`), so the
 /// document declares every bound the code enforces. Parsing is [`Text`]'s: the handler's check
 /// stays the one that answers, with its own words.
 macro_rules! shaped_text {
@@ -150,14 +150,14 @@ fn not_blank(refused: &str) -> String {
 }
 
 shaped_text!(
-    /// A name or title (`crate::input::name`): 1–255 characters once trimmed, no control
+    /// A name or title (`crate::http::input::name`): 1–255 characters once trimmed, no control
     /// characters.
     Name,
     string(255, Some(not_blank(CONTROL)))
 );
 
 shaped_text!(
-    /// An email address (`crate::input::Email`): at most 254 characters.
+    /// An email address (`crate::http::input::Email`): at most 254 characters.
     EmailText,
     MetaSchema {
         format: Some("email"),
@@ -166,7 +166,7 @@ shaped_text!(
 );
 
 shaped_text!(
-    /// An organization slug (`crate::input::Slug`): 3–40 lowercase letters, digits and hyphens.
+    /// An organization slug (`crate::http::input::Slug`): 3–40 lowercase letters, digits and hyphens.
     SlugText,
     MetaSchema {
         min_length: Some(3),
@@ -175,7 +175,7 @@ shaped_text!(
 );
 
 shaped_text!(
-    /// A role (`crate::input::role`).
+    /// A role (`crate::http::input::role`).
     RoleText,
     MetaSchema {
         enum_items: ["owner", "admin", "operator", "viewer"]
@@ -214,7 +214,7 @@ shaped_text!(
     )
 );
 
-/// Characters that change how text around them is shown (`crate::input::is_unshowable`):
+/// Characters that change how text around them is shown (`crate::http::input::is_unshowable`):
 /// control characters and Unicode bidirectional embeddings, overrides and isolates.
 const UNSHOWABLE: &str = r"\u0000-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069";
 /// The same, less line feeds and tabs.

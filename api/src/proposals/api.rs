@@ -29,17 +29,17 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    access::org,
-    audit::Entry,
-    error::{
+    http::access::org,
+    http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
         Unauthorized,
     },
-    paging::{Order, Page, Paging},
-    roles::{Operate, ReadFleet},
-    scope::{OrgScope, Untenanted},
-    tags::Tag,
-    text::{Reason, Text},
+    http::paging::{Order, Page, Paging},
+    http::scope::{OrgScope, Untenanted},
+    http::tags::Tag,
+    http::text::{Reason, Text},
+    identity::audit::Entry,
+    identity::roles::{Operate, ReadFleet},
 };
 
 /// Most hosts the detail lists in `targets`.
@@ -823,7 +823,7 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
     db: &C,
     scope: OrgScope,
     host_ids: &[Uuid],
-) -> Result<HashMap<Uuid, Vec<crate::hosts::ProposalRef>>, ApiError> {
+) -> Result<HashMap<Uuid, Vec<crate::fleet::hosts::ProposalRef>>, ApiError> {
     // The hosts' proposal rows by the host index, then those proposals by primary key: no
     // scan of the organization's (ever growing) proposal history.
     let pairs: Vec<(Uuid, Uuid)> = proposal_hosts::Entity::rows()
@@ -859,7 +859,7 @@ pub async fn open_for_hosts<C: ConnectionTrait>(
             list.sort_by_key(|p| std::cmp::Reverse(p.number));
             let refs = list
                 .into_iter()
-                .map(|p| crate::hosts::ProposalRef {
+                .map(|p| crate::fleet::hosts::ProposalRef {
                     id: ProposalId::from(p.id),
                     number: p.number,
                     status: p.status.clone(),

@@ -12,18 +12,18 @@ use worker::jobs::send_link::SignUpPayload;
 
 use crate::{
     AppState,
-    access::{self, SESSION_COOKIE, SESSION_LIFETIME, Signed},
-    audit::Entry,
-    client_address,
-    error::{
+    http::access::{self, SESSION_COOKIE, SESSION_LIFETIME, Signed},
+    http::client_address,
+    http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
-    input::{self, Email, Slug},
-    rate_limit::{self, Limit},
-    roles::Role,
-    scope::{self, Untenanted},
-    tags::Tag,
-    text::{EmailText, Name, SlugText, Text},
+    http::input::{self, Email, Slug},
+    http::rate_limit::{self, Limit},
+    http::scope::{self, Untenanted},
+    http::tags::Tag,
+    http::text::{EmailText, Name, SlugText, Text},
+    identity::audit::Entry,
+    identity::roles::Role,
 };
 
 /// Per client address, across the unauthenticated operations.

@@ -35,7 +35,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// A table whose rows each belong to one organization.
 pub trait Tenant: EntityTrait {

@@ -230,7 +230,7 @@ impl poem::error::ResponseError for ApiError {
 
     fn as_response(&self) -> Response {
         // The request id is added by the request-id middleware, which also fills it into the
-        // detail of internal errors (see `crate::middleware`).
+        // detail of internal errors (see `crate::http::middleware`).
         problem_response(self, None)
     }
 }

@@ -6,12 +6,12 @@ use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
 
 use crate::{
     AppState,
-    access::{Signed, org},
-    error::{BadRequest, Errors, NotFound, TooManyRequests, Unauthorized},
-    paging::{Order, Page, Paging},
-    roles::ReadFleet,
-    scope,
-    tags::Tag,
+    http::access::{Signed, org},
+    http::error::{BadRequest, Errors, NotFound, TooManyRequests, Unauthorized},
+    http::paging::{Order, Page, Paging},
+    http::scope,
+    http::tags::Tag,
+    identity::roles::ReadFleet,
 };
 
 #[derive(Object)]

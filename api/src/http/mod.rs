@@ -1,0 +1,17 @@
+//! The edge: errors, extractors (who is calling, with which role), the tenant scope, paging,
+//! input checks, rate limits, middleware, the OpenAPI document and the server. No feature lives here.
+
+pub mod access;
+pub mod client_address;
+pub mod error;
+pub mod health;
+pub mod input;
+pub mod middleware;
+pub mod openapi;
+pub mod paging;
+pub mod rate_limit;
+pub mod revoke;
+pub mod scope;
+pub mod server;
+pub mod tags;
+pub mod text;

@@ -1,0 +1,6 @@
+//! Deciding what goes out: policies, proposals (decisions, scheduling, results) and their
+//! discussion. The rules themselves live in the `domain` crate; these are the handlers.
+
+pub mod api;
+pub mod comments;
+pub mod policies;
