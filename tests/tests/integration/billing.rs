@@ -122,3 +122,56 @@ async fn a_deployment_without_payments_has_every_feature_and_no_host_cap() {
         assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
     }
 }
+
+#[tokio::test]
+async fn api_plan_set_changes_the_plan_from_the_next_request_and_refuses_unknown_plans() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fleet-api"))
+            .args(args)
+            .env_clear()
+            .env("DATABASE_URL", app.database.url())
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run api")
+    };
+    let set = run(&["plan", "set", "acme", "business"]);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&set.stdout).trim(),
+        "acme: plan set to business"
+    );
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
+
+    let unknown_plan = run(&["plan", "set", "acme", "gold"]);
+    assert!(!unknown_plan.status.success());
+    let unknown_org = run(&["plan", "set", "nobody", "team"]);
+    assert!(!unknown_org.status.success());
+    assert!(String::from_utf8_lossy(&unknown_org.stderr).contains("nobody"));
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
+
+    // Audited, by the operator.
+    let audit = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/audit-events",
+            None,
+        )
+        .await;
+    let entries = audit.json()["items"].clone();
+    assert!(
+        entries
+            .as_array()
+            .expect("items")
+            .iter()
+            .any(|e| e["action"] == "billing.plan_set"),
+        "{entries}"
+    );
+}
