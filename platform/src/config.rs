@@ -43,6 +43,16 @@ pub struct RawConfig {
     /// Key for the payment processor's API.
     #[arg(long, env = "PAYMENTS_API_KEY", hide_env_values = true)]
     pub payments_api_key: Option<String>,
+    /// The plan of an organization without a subscription: free, team, business or
+    /// enterprise (default: `free` when PAYMENTS_WEBHOOK_SECRET is set, else `enterprise`).
+    #[arg(long, env = "DEFAULT_PLAN")]
+    pub default_plan: Option<String>,
+    /// PEM file of certificates the outbound HTTP client trusts besides the platform's roots.
+    #[arg(long, env = "OUTBOUND_CA_FILE")]
+    pub outbound_ca_file: Option<String>,
+    /// Let outbound calls reach loopback and private addresses (on-premises, tests).
+    #[arg(long, env = "OUTBOUND_ALLOW_PRIVATE")]
+    pub outbound_allow_private: Option<String>,
     /// JSON manifest of the agent release channels, read hourly.
     #[arg(long, env = "AGENT_MANIFEST_URL")]
     pub agent_manifest_url: Option<String>,
@@ -114,6 +124,11 @@ pub struct Config {
     pub payments_webhook_secret: Option<Secret<String>>,
     pub payments_api_url: Option<Url>,
     pub payments_api_key: Option<Secret<String>>,
+    /// One of [`PLAN_NAMES`] (decisions §17).
+    pub default_plan: String,
+    /// PEM certificates from `OUTBOUND_CA_FILE`.
+    pub outbound_ca_pem: Option<Vec<u8>>,
+    pub outbound_allow_private: bool,
     pub agent_manifest_url: Option<Url>,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: f64,
@@ -121,6 +136,10 @@ pub struct Config {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     pub log_json: bool,
 }
+
+/// The plans, least to most privileged (`DEFAULT_PLAN` must name one; `domain::billing::Plan`
+/// holds their rules).
+pub const PLAN_NAMES: [&str; 4] = ["free", "team", "business", "enterprise"];
 
 fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
@@ -247,6 +266,35 @@ impl RawConfig {
             .map(|v| parse_url("AGENT_MANIFEST_URL", &v))
             .transpose()?;
 
+        let payments_webhook_secret = non_empty(self.payments_webhook_secret).map(Secret);
+        let default_plan = match non_empty(self.default_plan) {
+            Some(v) => {
+                let plan = v.trim().to_ascii_lowercase();
+                if !PLAN_NAMES.contains(&plan.as_str()) {
+                    return Err(bad(
+                        "DEFAULT_PLAN",
+                        format!("expected free, team, business or enterprise, got {v:?}"),
+                    ));
+                }
+                plan
+            }
+            // A deployment that takes payments starts organizations on free; one that takes
+            // none (the embedded default, self-hosting) has every feature.
+            None if payments_webhook_secret.is_some() => "free".to_owned(),
+            None => "enterprise".to_owned(),
+        };
+        let outbound_ca_pem = match non_empty(self.outbound_ca_file) {
+            Some(path) => Some(
+                std::fs::read(path.trim())
+                    .map_err(|e| bad("OUTBOUND_CA_FILE", format!("cannot read {path:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        let outbound_allow_private = match non_empty(self.outbound_allow_private) {
+            Some(v) => parse_bool("OUTBOUND_ALLOW_PRIVATE", &v)?,
+            None => false,
+        };
+
         let rate_limit_burst = match non_empty(self.rate_limit_burst) {
             Some(v) => v
                 .trim()
@@ -304,9 +352,12 @@ impl RawConfig {
             smtp_url,
             email_from,
             secrets_key,
-            payments_webhook_secret: non_empty(self.payments_webhook_secret).map(Secret),
+            payments_webhook_secret,
             payments_api_url,
             payments_api_key: non_empty(self.payments_api_key).map(Secret),
+            default_plan,
+            outbound_ca_pem,
+            outbound_allow_private,
             agent_manifest_url,
             rate_limit_burst,
             rate_limit_per_second,
@@ -323,6 +374,15 @@ impl Config {
             Ok(config) => config,
             // The defaults are constants checked by `defaults_are_valid` below.
             Err(e) => unreachable!("built-in defaults are invalid: {e}"),
+        }
+    }
+
+    /// What the one outbound HTTP client is built with (`OUTBOUND_CA_FILE`,
+    /// `OUTBOUND_ALLOW_PRIVATE`).
+    pub fn outbound_settings(&self) -> crate::outbound::OutboundSettings {
+        crate::outbound::OutboundSettings {
+            extra_roots_pem: self.outbound_ca_pem.clone(),
+            allow_private: self.outbound_allow_private,
         }
     }
 
@@ -382,6 +442,35 @@ mod tests {
             let err = raw.validate().expect_err(wrong);
             assert_eq!(err.variable, "TRUSTED_PROXIES", "{wrong}");
         }
+    }
+
+    #[test]
+    fn the_default_plan_follows_whether_payments_are_taken() {
+        assert_eq!(Config::defaults().default_plan, "enterprise");
+        let paying = RawConfig {
+            payments_webhook_secret: Some("whsec_x".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(paying.validate().expect("valid").default_plan, "free");
+        let chosen = RawConfig {
+            payments_webhook_secret: Some("whsec_x".into()),
+            default_plan: Some("Team".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(chosen.validate().expect("valid").default_plan, "team");
+        let wrong = RawConfig {
+            default_plan: Some("gold".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(wrong.validate().expect_err("gold").variable, "DEFAULT_PLAN");
+        let missing = RawConfig {
+            outbound_ca_file: Some("/nonexistent/ca.pem".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            missing.validate().expect_err("no file").variable,
+            "OUTBOUND_CA_FILE"
+        );
     }
 
     #[test]
