@@ -267,6 +267,14 @@ pub struct JobPayload {
     pub window: Option<WindowSpec>,
 }
 
+/// What sign-up asked for, kept with its token until verified (`email_tokens.payload`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SignUpPayload {
+    pub name: String,
+    pub organization_name: String,
+    pub organization_slug: String,
+}
+
 /// One package a job moves.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JobChange {

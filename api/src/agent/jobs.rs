@@ -69,18 +69,12 @@ pub struct Job {
     pub window: Option<JobWindow>,
 }
 
-fn job_view(row: &host_jobs::Model) -> Job {
-    let payload: Option<JobPayload> = serde_json::from_str(&row.payload).ok();
-    let payload = payload.unwrap_or(JobPayload {
-        proposal_id: String::new(),
-        proposal_number: 0,
-        kind: row.kind.clone(),
-        reboot: "never".into(),
-        changes: Vec::new(),
-        release_upgrade: None,
-        window: None,
-    });
-    Job {
+fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
+    let release_upgrade = payload
+        .release_upgrade
+        .map(|r| serde_json::to_value(r).map_err(|e| DbErr::Json(e.to_string())))
+        .transpose()?;
+    Ok(Job {
         id: HostJobId::from(row.id),
         kind: row.kind.clone(),
         proposal_id: payload.proposal_id,
@@ -96,18 +90,20 @@ fn job_view(row: &host_jobs::Model) -> Job {
                 to_version: c.to_version,
             })
             .collect(),
-        release_upgrade: payload.release_upgrade,
+        release_upgrade,
         window: payload.window.map(|w| JobWindow {
             rrule: w.rrule,
             duration_minutes: w.duration_minutes,
             time_zone: w.time_zone,
         }),
-    }
+    })
 }
 
 /// The host's jobs not yet reported, oldest first; pending ones become `dispatched` and their
 /// proposals `applying`. A job already dispatched is handed out again until it reports, so an
-/// agent that lost an answer still gets its work.
+/// agent that lost an answer still gets its work. A job whose stored payload cannot be read
+/// is neither handed out nor dispatched (logged): the agent is never told to do something
+/// other than what was approved, and its check-in still succeeds.
 pub async fn dispatch<C: ConnectionTrait>(
     txn: &C,
     scope: OrgScope,
@@ -122,26 +118,38 @@ pub async fn dispatch<C: ConnectionTrait>(
         .limit(MAX_JOBS_PER_CHECK_IN)
         .all(txn)
         .await?;
-    let pending = rows
-        .iter()
-        .filter(|r| HostJobStatus::from(r.status.as_str()) == HostJobStatus::Pending);
-    for row in pending {
-        scope
-            .update_rows::<host_jobs::Entity>()
-            .col_expr(
-                host_jobs::Column::Status,
-                Expr::value(HostJobStatus::Dispatched),
-            )
-            .col_expr(host_jobs::Column::DispatchedAt, Expr::value(Some(now)))
-            .filter(host_jobs::Column::Id.eq(row.id))
-            .filter(host_jobs::Column::Status.eq(HostJobStatus::Pending))
-            .exec(txn)
-            .await?;
-        if let Some(proposal_id) = row.proposal_id {
-            begin_applying(txn, proposal_id, now).await?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for row in rows {
+        let payload = match row.payload.read() {
+            Ok(payload) => payload,
+            Err(err) => {
+                tracing::error!(
+                    job_id = %HostJobId::from(row.id),
+                    error = %err,
+                    "a host job's stored payload cannot be read: it is not handed out"
+                );
+                continue;
+            }
+        };
+        if HostJobStatus::from(row.status.as_str()) == HostJobStatus::Pending {
+            scope
+                .update_rows::<host_jobs::Entity>()
+                .col_expr(
+                    host_jobs::Column::Status,
+                    Expr::value(HostJobStatus::Dispatched),
+                )
+                .col_expr(host_jobs::Column::DispatchedAt, Expr::value(Some(now)))
+                .filter(host_jobs::Column::Id.eq(row.id))
+                .filter(host_jobs::Column::Status.eq(HostJobStatus::Pending))
+                .exec(txn)
+                .await?;
+            if let Some(proposal_id) = row.proposal_id {
+                begin_applying(txn, proposal_id, now).await?;
+            }
         }
+        jobs.push(job_view(&row, payload)?);
     }
-    Ok(rows.iter().map(job_view).collect())
+    Ok(jobs)
 }
 
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

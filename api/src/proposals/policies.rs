@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use domain::{ProposalStatus, window::StoredWindow};
-use entities::{groups, policies, proposals};
+use domain::ProposalStatus;
+use entities::{groups, json::JsonText, policies, proposals};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, QuerySelect, Set};
 use uuid::Uuid;
@@ -205,7 +205,7 @@ struct Valid {
     selector: Option<String>,
     required: i32,
     apply: &'static str,
-    window: Option<String>,
+    window: Option<JsonText<WindowSpec>>,
     reboot: &'static str,
     auto_merge: bool,
     updates: &'static str,
@@ -270,14 +270,7 @@ async fn validate<C: ConnectionTrait>(
             window
                 .check_fires(now)
                 .map_err(|e| ApiError::invalid(format!("window: {e}")))?;
-            Some(
-                serde_json::json!({
-                    "rrule": spec.rrule,
-                    "duration_minutes": spec.duration_minutes,
-                    "time_zone": spec.time_zone,
-                })
-                .to_string(),
-            )
+            Some(JsonText::new(&spec)?)
         }
     };
     if window.is_none() && body.apply == Apply::AsapInWindow {
@@ -320,32 +313,32 @@ fn severity(text: &str) -> Option<Severity> {
     }
 }
 
-fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
-    let groups: Vec<Uuid> = serde_json::from_str(&row.scope_groups).unwrap_or_default();
-    let window = row.window.as_deref().and_then(|text| {
-        let value: serde_json::Value = serde_json::from_str(text).ok()?;
-        let stored = StoredWindow {
-            rrule: value["rrule"].as_str()?.to_owned(),
-            duration_minutes: u32::try_from(value["duration_minutes"].as_u64()?).ok()?,
-            time_zone: value["time_zone"].as_str()?.to_owned(),
-            created: row.created_at,
-        };
-        let parsed = stored.window().ok();
-        let next_opening = parsed.and_then(|w| {
-            if w.is_open(now) {
-                Some(now)
-            } else {
-                w.next_opening(now)
-            }
-        });
-        Some(WindowView {
-            rrule: stored.rrule,
-            duration_minutes: stored.duration_minutes,
-            time_zone: stored.time_zone,
-            next_opening,
-        })
-    });
-    Policy {
+/// A policy as shown. A stored group list or window that cannot be read is an error (500),
+/// never shown as "every host" or "no window"; a window whose rule no longer parses is shown
+/// with no next opening.
+fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
+    let groups = row.scope_groups.read()?;
+    let window = match &row.window {
+        None => None,
+        Some(column) => {
+            let spec = column.read()?;
+            let parsed = Window::parse(&spec, row.created_at).ok();
+            let next_opening = parsed.and_then(|w| {
+                if w.is_open(now) {
+                    Some(now)
+                } else {
+                    w.next_opening(now)
+                }
+            });
+            Some(WindowView {
+                rrule: spec.rrule,
+                duration_minutes: spec.duration_minutes,
+                time_zone: spec.time_zone,
+                next_opening,
+            })
+        }
+    };
+    Ok(Policy {
         id: PolicyId::from(row.id),
         version: row.version,
         name: row.name,
@@ -374,7 +367,7 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
         min_severity: row.min_severity.as_deref().and_then(severity),
         created_at: row.created_at,
         updated_at: row.updated_at,
-    }
+    })
 }
 
 fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
@@ -386,10 +379,6 @@ fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
     } else {
         err.into()
     }
-}
-
-fn groups_json(groups: &[Uuid]) -> String {
-    serde_json::to_string(groups).unwrap_or_else(|_| "[]".into())
 }
 
 async fn evaluate_soon(state: &AppState, policy_id: Uuid) -> Result<(), ApiError> {
@@ -434,7 +423,7 @@ impl PoliciesApi {
             org_id: Set(org.org_id()),
             name: Set(valid.name.clone()),
             version: Set(1),
-            scope_groups: Set(groups_json(&valid.groups)),
+            scope_groups: Set(JsonText::new(&valid.groups)?),
             selector: Set(valid.selector),
             required_approvals: Set(valid.required),
             apply: Set(valid.apply.into()),
@@ -458,7 +447,7 @@ impl PoliciesApi {
             .await?;
         txn.commit().await?;
         evaluate_soon(&state, row.id).await?;
-        Ok(Created::Created(Json(view(row, now))))
+        Ok(Created::Created(Json(view(row, now)?)))
     }
 
     /// The organization's policies, oldest first.
@@ -496,7 +485,7 @@ impl PoliciesApi {
             )
             .await?;
         let now = state.clock.now();
-        Ok(Json(rows.page(|r| view(r, now))))
+        Ok(Json(rows.try_page(|r| view(r, now))?))
     }
 
     /// One policy, with when its window next opens.
@@ -513,7 +502,7 @@ impl PoliciesApi {
         policy_id: Path<PolicyId>,
     ) -> Result<Json<Policy>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let row = org.scope().get(&state.db.orm, *policy_id).await?;
-        Ok(Json(view(row, state.clock.now())))
+        Ok(Json(view(row, state.clock.now())?))
     }
 
     /// Replace a policy (every field, as on create); `version` goes up by one. Proposals
@@ -539,7 +528,7 @@ impl PoliciesApi {
         let mut changed: policies::ActiveModel = row.into();
         changed.name = Set(valid.name.clone());
         changed.version = Set(version);
-        changed.scope_groups = Set(groups_json(&valid.groups));
+        changed.scope_groups = Set(JsonText::new(&valid.groups)?);
         changed.selector = Set(valid.selector);
         changed.required_approvals = Set(valid.required);
         changed.apply = Set(valid.apply.into());
@@ -562,7 +551,7 @@ impl PoliciesApi {
             .await?;
         txn.commit().await?;
         evaluate_soon(&state, row.id).await?;
-        Ok(Json(view(row, now)))
+        Ok(Json(view(row, now)?))
     }
 
     /// Delete a policy. Its open and snoozed proposals close; proposals already approved or
