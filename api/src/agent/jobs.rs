@@ -24,6 +24,7 @@ use crate::{
     http::error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
     http::scope::OrgScope,
     http::tags::Tag,
+    proposals::policies::WindowRule,
 };
 
 /// The longest log kept per job; a longer one keeps its last part.
@@ -39,11 +40,15 @@ pub struct JobChange {
     pub to_version: String,
 }
 
-#[derive(Object, Clone)]
-pub struct JobWindow {
-    pub rrule: String,
-    pub duration_minutes: u32,
-    pub time_zone: String,
+impl From<domain::proposals::JobChange> for JobChange {
+    fn from(c: domain::proposals::JobChange) -> JobChange {
+        JobChange {
+            package: c.package,
+            ecosystem: c.ecosystem,
+            from_version: c.from_version,
+            to_version: c.to_version,
+        }
+    }
 }
 
 /// Work for the agent.
@@ -66,7 +71,7 @@ pub struct Job {
     pub release_upgrade: Option<serde_json::Value>,
     /// The maintenance window, when reboots are allowed only inside it.
     #[oai(skip_serializing_if_is_none)]
-    pub window: Option<JobWindow>,
+    pub window: Option<WindowRule>,
 }
 
 fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
@@ -80,22 +85,9 @@ fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
         proposal_id: payload.proposal_id,
         proposal_number: payload.proposal_number,
         reboot: payload.reboot,
-        changes: payload
-            .changes
-            .into_iter()
-            .map(|c| JobChange {
-                package: c.package,
-                ecosystem: c.ecosystem,
-                from_version: c.from_version,
-                to_version: c.to_version,
-            })
-            .collect(),
+        changes: payload.changes.into_iter().map(JobChange::from).collect(),
         release_upgrade,
-        window: payload.window.map(|w| JobWindow {
-            rrule: w.rrule,
-            duration_minutes: w.duration_minutes,
-            time_zone: w.time_zone,
-        }),
+        window: payload.window.map(WindowRule::from),
     })
 }
 

@@ -122,6 +122,17 @@ pub struct WindowBody {
     pub time_zone: Text,
 }
 
+/// The rule as written, trimmed; [`Window::parse`] says whether it is one.
+impl From<&WindowBody> for WindowSpec {
+    fn from(body: &WindowBody) -> WindowSpec {
+        WindowSpec {
+            rrule: body.rrule.trim().to_owned(),
+            duration_minutes: body.duration_minutes,
+            time_zone: body.time_zone.trim().to_owned(),
+        }
+    }
+}
+
 /// A policy as written by `POST` and `PUT` (a `PUT` replaces the whole policy).
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
@@ -153,11 +164,32 @@ pub struct ScopeView {
     pub selector: Option<String>,
 }
 
-#[derive(Object)]
-pub struct WindowView {
+// A maintenance window's rule as answers show it (a policy's, a job's). Named `JobWindow` in
+// the OpenAPI document, where agents first met it. (No doc comment: it would change the
+// document's schemas.)
+#[derive(Object, Clone)]
+#[oai(rename = "JobWindow")]
+pub struct WindowRule {
     pub rrule: String,
     pub duration_minutes: u32,
     pub time_zone: String,
+}
+
+impl From<WindowSpec> for WindowRule {
+    fn from(spec: WindowSpec) -> WindowRule {
+        WindowRule {
+            rrule: spec.rrule,
+            duration_minutes: spec.duration_minutes,
+            time_zone: spec.time_zone,
+        }
+    }
+}
+
+// A policy's window: its rule and when it next opens.
+#[derive(Object)]
+pub struct WindowView {
+    #[oai(flatten)]
+    pub rule: WindowRule,
     /// When the window next opens (now if it is open); absent when it never opens again.
     #[oai(nullable)]
     pub next_opening: Option<DateTime<Utc>>,
@@ -260,11 +292,7 @@ async fn validate<C: ConnectionTrait>(
     let window = match &body.window {
         None => None,
         Some(w) => {
-            let spec = WindowSpec {
-                rrule: w.rrule.trim().to_owned(),
-                duration_minutes: w.duration_minutes,
-                time_zone: w.time_zone.trim().to_owned(),
-            };
+            let spec = WindowSpec::from(w);
             let window = Window::parse(&spec, created)
                 .map_err(|e| ApiError::invalid(format!("window: {e}")))?;
             window
@@ -331,9 +359,7 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
                 }
             });
             Some(WindowView {
-                rrule: spec.rrule,
-                duration_minutes: spec.duration_minutes,
-                time_zone: spec.time_zone,
+                rule: spec.into(),
                 next_opening,
             })
         }
