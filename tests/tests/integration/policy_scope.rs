@@ -1,8 +1,10 @@
-//! Policy scope and windows fail closed: a stored selector, group list or window that cannot
-//! be read never makes a policy cover every host, or let a change out as if it had no window.
+//! Stored values that cannot be read fail closed or loudly, never as a default: a selector,
+//! group list or window never makes a policy cover every host or let a change out as if it had
+//! no window; a host whose labels cannot be read is in no selector's scope and is a 500 until
+//! new labels repair it; preflight and host jobs name or refuse what they cannot read.
 
 use api::identity::roles::Role;
-use entities::{groups, hosts, policies, proposals};
+use entities::{groups, host_jobs, hosts, policies, proposals};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::{Value, json};
@@ -482,5 +484,65 @@ async fn a_group_whose_stored_selector_cannot_be_parsed_picks_no_host_by_label()
     let found = org.get(&format!("/v1/orgs/acme/groups/{group_id}")).await;
     assert_eq!(found["label_hosts"], 0, "{found:#?}");
     assert!(members(&org, &group_id).await.is_empty());
+    app.stop().await;
+}
+
+/// The jobs a check-in of `agent` is handed.
+async fn jobs_handed_to(app: &TestApp, agent: &TestAgent) -> Vec<Value> {
+    let body = agent.check_in_body("same");
+    let answer = agent
+        .post(
+            app,
+            "/v1/agent/check-in",
+            &body,
+            app.clock_now(),
+            tests::agent::Tamper::None,
+        )
+        .await;
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    answer.json()["jobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn permissions_that_cannot_be_read_permit_no_reboot_and_a_payload_that_cannot_be_read_is_not_handed_out()
+ {
+    let app = TestApp::new().await;
+    let org = Org::new(&app).await;
+    let web = org.host("web-1", json!([update("curl", "1", "2")])).await;
+    let db = org.host("db-1", json!([update("curl", "1", "2")])).await;
+    let web_id = web.host_id.clone().unwrap_or_default();
+    set_host_column(&app, &web_id, hosts::Column::AgentPermissions, "reboot").await;
+    // No approval needed: the proposal goes ahead at once (no preflight) with reboots.
+    let mut body = scope_policy("everything", json!({"groups": []}));
+    body["required_approvals"] = json!(0);
+    body["reboot"] = json!("immediate");
+    let (policy, _) = org.policy(body).await;
+    app.run_pending_jobs().await;
+    let list = org.proposals(&policy).await;
+    assert_eq!(list[0]["status"], "approved", "{list:#?}");
+
+    let jobs = jobs_handed_to(&app, &web).await;
+    assert_eq!(jobs.len(), 1, "{jobs:#?}");
+    assert_eq!(
+        jobs[0]["reboot"], "never",
+        "permissions that cannot be read never permit a reboot"
+    );
+
+    let db_uuid = platform::ids::HostId::parse(db.host_id.as_deref().unwrap_or_default())
+        .map(platform::ids::HostId::uuid)
+        .expect("hst id");
+    host_jobs::Entity::update_many()
+        .col_expr(host_jobs::Column::Payload, Expr::value("{\"proposal_id\":"))
+        .filter(host_jobs::Column::HostId.eq(db_uuid))
+        .exec(&app.state.db.orm)
+        .await
+        .expect("corrupt the job");
+    assert!(
+        jobs_handed_to(&app, &db).await.is_empty(),
+        "the agent is never told to do something other than what was approved"
+    );
     app.stop().await;
 }
