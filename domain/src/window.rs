@@ -1,20 +1,13 @@
 //! Maintenance windows as policies and proposals store them, read so that corruption is an
 //! error and never "no window": a window that cannot be read holds a change back instead of
 //! letting it out at any hour.
+//!
+//! A policy stores its rule ([`WindowSpec`]); a proposal stores a copy with the instant the
+//! rule counts from ([`ProposalWindow`], the policy's creation).
 
 use chrono::{DateTime, Utc};
+use entities::json::{JsonText, ProposalWindow};
 use platform::window::{Window, WindowSpec};
-use serde::{Deserialize, Serialize};
-
-/// A maintenance window as stored on a proposal (copied from its policy): the spec and the
-/// instant it counts from when its RRULE has no DTSTART (the policy's creation).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct StoredWindow {
-    pub rrule: String,
-    pub duration_minutes: u32,
-    pub time_zone: String,
-    pub created: DateTime<Utc>,
-}
 
 /// A stored window that is not valid JSON of the expected shape, or whose rule, time zone or
 /// duration no longer parses.
@@ -22,57 +15,37 @@ pub struct StoredWindow {
 #[error("the stored maintenance window cannot be read: {0}")]
 pub struct UnreadableWindow(pub String);
 
-/// A window as a policy stores it: the spec alone (the policy's creation is its own column).
-#[derive(Deserialize)]
-struct PolicyWindow {
-    rrule: String,
-    duration_minutes: u32,
-    time_zone: String,
+/// The parsed window. A window read through [`of_proposal`] or [`of_policy`] always parses.
+pub fn parse(stored: &ProposalWindow) -> Result<Window, UnreadableWindow> {
+    Window::parse(&stored.rule, stored.created).map_err(|e| UnreadableWindow(e.to_string()))
 }
 
-impl StoredWindow {
-    pub fn spec(&self) -> WindowSpec {
-        WindowSpec {
-            rrule: self.rrule.clone(),
-            duration_minutes: self.duration_minutes,
-            time_zone: self.time_zone.clone(),
-        }
-    }
+/// A proposal's `window` column: `None` when it has none, an error when it has one that
+/// cannot be read.
+pub fn of_proposal(
+    column: Option<&JsonText<ProposalWindow>>,
+) -> Result<Option<ProposalWindow>, UnreadableWindow> {
+    let Some(column) = column else {
+        return Ok(None);
+    };
+    let stored = column.read().map_err(|e| UnreadableWindow(e.to_string()))?;
+    parse(&stored)?;
+    Ok(Some(stored))
+}
 
-    /// The parsed window. A window read through [`StoredWindow::read`] or
-    /// [`StoredWindow::of_policy`] always parses.
-    pub fn window(&self) -> Result<Window, UnreadableWindow> {
-        Window::parse(&self.spec(), self.created).map_err(|e| UnreadableWindow(e.to_string()))
-    }
-
-    /// A proposal's `window` column: `None` when it has none, an error when it has one that
-    /// cannot be read.
-    pub fn read(text: Option<&str>) -> Result<Option<StoredWindow>, UnreadableWindow> {
-        let Some(text) = text else { return Ok(None) };
-        let stored: StoredWindow =
-            serde_json::from_str(text).map_err(|e| UnreadableWindow(e.to_string()))?;
-        stored.window()?;
-        Ok(Some(stored))
-    }
-
-    /// A policy's `window` column, counting from the policy's creation: `None` when it has
-    /// none, an error when it has one that cannot be read.
-    pub fn of_policy(
-        text: Option<&str>,
-        created: DateTime<Utc>,
-    ) -> Result<Option<StoredWindow>, UnreadableWindow> {
-        let Some(text) = text else { return Ok(None) };
-        let spec: PolicyWindow =
-            serde_json::from_str(text).map_err(|e| UnreadableWindow(e.to_string()))?;
-        let stored = StoredWindow {
-            rrule: spec.rrule,
-            duration_minutes: spec.duration_minutes,
-            time_zone: spec.time_zone,
-            created,
-        };
-        stored.window()?;
-        Ok(Some(stored))
-    }
+/// A policy's `window` column, counting from the policy's creation: `None` when it has none,
+/// an error when it has one that cannot be read.
+pub fn of_policy(
+    column: Option<&JsonText<WindowSpec>>,
+    created: DateTime<Utc>,
+) -> Result<Option<ProposalWindow>, UnreadableWindow> {
+    let Some(column) = column else {
+        return Ok(None);
+    };
+    let rule = column.read().map_err(|e| UnreadableWindow(e.to_string()))?;
+    let stored = ProposalWindow { rule, created };
+    parse(&stored)?;
+    Ok(Some(stored))
 }
 
 #[cfg(test)]
@@ -89,32 +62,33 @@ mod tests {
 
     const SATURDAYS: &str = r#"{"rrule":"FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0","duration_minutes":120,"time_zone":"Europe/Berlin"}"#;
 
+    fn policy(text: &str) -> Result<Option<ProposalWindow>, UnreadableWindow> {
+        of_policy(Some(&JsonText::from_stored(text)), created())
+    }
+
     #[test]
     fn no_stored_window_is_no_window() {
-        assert_eq!(StoredWindow::read(None), Ok(None));
-        assert_eq!(StoredWindow::of_policy(None, created()), Ok(None));
+        assert_eq!(of_proposal(None), Ok(None));
+        assert_eq!(of_policy(None, created()), Ok(None));
     }
 
     #[test]
     fn a_policy_window_reads_with_the_policy_creation() {
-        let stored = StoredWindow::of_policy(Some(SATURDAYS), created());
+        let stored = policy(SATURDAYS);
         assert!(
-            matches!(&stored, Ok(Some(w)) if w.created == created() && w.duration_minutes == 120)
+            matches!(&stored, Ok(Some(w)) if w.created == created() && w.rule.duration_minutes == 120)
         );
         // And as a proposal stores it, it reads back the same.
-        let text = stored
-            .ok()
-            .flatten()
-            .and_then(|w| serde_json::to_string(&w).ok());
-        assert!(matches!(StoredWindow::read(text.as_deref()), Ok(Some(_))));
+        let copied = stored.ok().flatten().and_then(|w| JsonText::new(&w).ok());
+        assert!(matches!(of_proposal(copied.as_ref()), Ok(Some(_))));
     }
 
     #[test]
     fn corrupt_json_or_a_rule_that_no_longer_parses_is_an_error_not_no_window() {
-        assert!(StoredWindow::of_policy(Some("{not json"), created()).is_err());
-        assert!(StoredWindow::of_policy(Some(r#"{"rrule":"FREQ=WEEKLY"}"#), created()).is_err());
+        assert!(policy("{not json").is_err());
+        assert!(policy(r#"{"rrule":"FREQ=WEEKLY"}"#).is_err());
         let bad_zone = SATURDAYS.replace("Europe/Berlin", "Mars/Olympus");
-        assert!(StoredWindow::of_policy(Some(&bad_zone), created()).is_err());
-        assert!(StoredWindow::read(Some("[]")).is_err());
+        assert!(policy(&bad_zone).is_err());
+        assert!(of_proposal(Some(&JsonText::from_stored("[]"))).is_err());
     }
 }

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::JsonText;
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "audit_events")]
 pub struct Model {
@@ -14,8 +16,8 @@ pub struct Model {
     pub target_kind: Option<String>,
     pub target_id: Option<String>,
     pub ip: Option<String>,
-    /// JSON object with the change's particulars.
-    pub details: Option<String>,
+    /// An object with the change's particulars.
+    pub details: Option<JsonText<serde_json::Value>>,
     pub created_at: DateTimeUtc,
 }
 

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{JsonText, Mention};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "comments")]
 pub struct Model {
@@ -11,8 +13,7 @@ pub struct Model {
     pub proposal_id: Uuid,
     pub author_id: Uuid,
     pub body: String,
-    /// JSON array of `{id, email, name}`.
-    pub mentions: String,
+    pub mentions: JsonText<Vec<Mention>>,
     pub written_at: DateTimeUtc,
 }
 

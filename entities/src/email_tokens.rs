@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{JsonText, SignUpPayload};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "email_tokens")]
 pub struct Model {
@@ -11,8 +13,8 @@ pub struct Model {
     /// sign_in or sign_up.
     pub purpose: String,
     pub email: String,
-    /// JSON: what sign-up asked for (name, organization).
-    pub payload: Option<String>,
+    /// What sign-up asked for (name, organization).
+    pub payload: Option<JsonText<SignUpPayload>>,
     pub created_at: DateTimeUtc,
     pub expires_at: DateTimeUtc,
     pub used_at: Option<DateTimeUtc>,

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{JsonText, Labels};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "enrollment_tokens")]
 pub struct Model {
@@ -9,8 +11,8 @@ pub struct Model {
     pub id: Uuid,
     pub org_id: Uuid,
     pub name: String,
-    /// JSON object of labels put on every host that enrols with it.
-    pub labels: String,
+    /// Labels put on every host that enrols with it.
+    pub labels: JsonText<Labels>,
     pub token_hash: Vec<u8>,
     pub max_uses: Option<i32>,
     /// Hosts that enrolled and then checked in.

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::JsonText;
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "host_events")]
 pub struct Model {
@@ -10,8 +12,8 @@ pub struct Model {
     pub org_id: Uuid,
     pub host_id: Uuid,
     pub kind: String,
-    /// JSON object with the particulars.
-    pub details: Option<String>,
+    /// An object with the particulars.
+    pub details: Option<JsonText<serde_json::Value>>,
     pub created_at: DateTimeUtc,
 }
 

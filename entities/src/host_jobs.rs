@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{JobPayload, JsonText};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "host_jobs")]
 pub struct Model {
@@ -12,8 +14,8 @@ pub struct Model {
     pub proposal_id: Option<Uuid>,
     /// apply_updates or dist_upgrade.
     pub kind: String,
-    /// JSON: what the agent is asked to do.
-    pub payload: String,
+    /// What the agent is asked to do.
+    pub payload: JsonText<JobPayload>,
     /// pending, dispatched, succeeded or failed.
     pub status: String,
     pub log: Option<String>,

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{Advisory, JsonText};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "host_updates")]
 pub struct Model {
@@ -17,8 +19,7 @@ pub struct Model {
     pub source_name: Option<String>,
     pub security: bool,
     pub requires_reboot: bool,
-    /// JSON array of advisories.
-    pub advisories: String,
+    pub advisories: JsonText<Vec<Advisory>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

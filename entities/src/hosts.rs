@@ -4,6 +4,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{JsonText, Labels, OfferedUpgrade};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "hosts")]
 pub struct Model {
@@ -14,8 +16,7 @@ pub struct Model {
     pub hostname: String,
     pub display_name: Option<String>,
     pub notes: Option<String>,
-    /// JSON object of labels.
-    pub labels: String,
+    pub labels: JsonText<Labels>,
     pub distro: Option<String>,
     pub distro_version: Option<String>,
     pub distro_codename: Option<String>,
@@ -25,21 +26,18 @@ pub struct Model {
     pub virtualization: Option<String>,
     pub agent_version: Option<String>,
     pub agent_mode: Option<String>,
-    /// JSON array of strings.
-    pub agent_permissions: Option<String>,
-    /// JSON `{method, channel?}`; absent for an agent too old to say.
-    pub agent_install: Option<String>,
-    /// JSON `{provider, region, instance_id}`.
-    pub cloud: Option<String>,
-    /// JSON `{kind, pinned, latest?, behind}`.
-    pub frozen: Option<String>,
-    /// JSON `{provider?, reason}`; null for an agent too old to say.
-    pub snapshots: Option<String>,
+    pub agent_permissions: Option<JsonText<Vec<String>>>,
+    /// `{method, channel?}`; absent for an agent too old to say.
+    pub agent_install: Option<JsonText<serde_json::Value>>,
+    /// `{provider, region, instance_id}`.
+    pub cloud: Option<JsonText<serde_json::Value>>,
+    /// `{kind, pinned, latest?, behind}`.
+    pub frozen: Option<JsonText<serde_json::Value>>,
+    /// `{provider?, reason}`; null for an agent too old to say.
+    pub snapshots: Option<JsonText<serde_json::Value>>,
     pub reboot_required: Option<bool>,
-    /// JSON array of strings.
-    pub services_need_restart: String,
-    /// JSON array of strings.
-    pub held_packages: String,
+    pub services_need_restart: JsonText<Vec<String>>,
+    pub held_packages: JsonText<Vec<String>>,
     pub updates_total: Option<i32>,
     pub updates_security: Option<i32>,
     pub updates_requiring_reboot: Option<i32>,
@@ -54,8 +52,8 @@ pub struct Model {
     pub cert_expires_at: Option<DateTimeUtc>,
     pub decommissioned_at: Option<DateTimeUtc>,
     pub updated_at: DateTimeUtc,
-    /// JSON `{to: {codename, version}}`: the release upgrade the agent last said is offered.
-    pub release_upgrade: Option<String>,
+    /// The release upgrade the agent last said is offered.
+    pub release_upgrade: Option<JsonText<OfferedUpgrade>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

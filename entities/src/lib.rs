@@ -1,5 +1,6 @@
 //! sea-orm entities of the service's tables, one module per table. Rows only: request and
-//! response types live with their operations in `api`.
+//! response types live with their operations in `api`. JSON columns are [`json::JsonText`] of
+//! the type they hold ([`json`]).
 
 pub mod accounts;
 pub mod agent_nonces;
@@ -20,6 +21,7 @@ pub mod host_packages;
 pub mod host_updates;
 pub mod hosts;
 pub mod invitations;
+pub mod json;
 pub mod known_exploited;
 pub mod memberships;
 pub mod organizations;

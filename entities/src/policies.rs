@@ -1,6 +1,9 @@
 //! An update policy (`pol_`): which hosts and updates it covers, how many approvals it needs, and when approved changes may go out. Every change bumps `version`.
 
+use platform::window::WindowSpec;
 use sea_orm::entity::prelude::*;
+
+use crate::json::JsonText;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "policies")]
@@ -10,15 +13,14 @@ pub struct Model {
     pub org_id: Uuid,
     pub name: String,
     pub version: i32,
-    /// JSON array of group ids (UUIDs); empty: every host of the organization.
-    pub scope_groups: String,
+    /// Group ids; empty: every host of the organization.
+    pub scope_groups: JsonText<Vec<Uuid>>,
     /// Label selector the hosts must also match.
     pub selector: Option<String>,
     pub required_approvals: i32,
     /// asap or asap_in_window.
     pub apply: String,
-    /// JSON `{rrule, duration_minutes, time_zone}`.
-    pub window: Option<String>,
+    pub window: Option<JsonText<WindowSpec>>,
     /// never, immediate or in_window.
     pub reboot: String,
     pub auto_merge: bool,

@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{Advisory, JsonText};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "proposal_changes")]
 pub struct Model {
@@ -15,8 +17,7 @@ pub struct Model {
     pub to_version: String,
     pub source_name: Option<String>,
     pub hosts: i64,
-    /// JSON array of advisories `{external_id, source, severity?, title?, url?, cves}`.
-    pub advisories: String,
+    pub advisories: JsonText<Vec<Advisory>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,6 +1,8 @@
-//! A host of a proposal, with the positions of the changes it makes (a JSON array).
+//! A host of a proposal, with the positions of the changes it makes (positions, ascending).
 
 use sea_orm::entity::prelude::*;
+
+use crate::json::JsonText;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "proposal_hosts")]
@@ -9,7 +11,7 @@ pub struct Model {
     pub proposal_id: Uuid,
     #[sea_orm(primary_key, auto_increment = false)]
     pub host_id: Uuid,
-    pub changes: String,
+    pub changes: JsonText<Vec<i32>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

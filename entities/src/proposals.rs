@@ -2,6 +2,8 @@
 
 use sea_orm::entity::prelude::*;
 
+use crate::json::{JsonText, ProposalWindow, ReleaseUpgrade};
+
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "proposals")]
 pub struct Model {
@@ -20,16 +22,15 @@ pub struct Model {
     pub required: i32,
     pub approvals: i32,
     pub apply: String,
-    /// JSON `{rrule, duration_minutes, time_zone}` with the policy's creation time.
-    pub window: Option<String>,
+    /// The policy's window, with the policy's creation time.
+    pub window: Option<JsonText<ProposalWindow>>,
     pub reboot: String,
     pub auto_merge: bool,
     pub known_exploited: bool,
     pub max_severity: Option<String>,
     pub hosts: i64,
     pub packages: i64,
-    /// JSON `{distro, from: {codename, version}, to: {codename, version}}`.
-    pub release_upgrade: Option<String>,
+    pub release_upgrade: Option<JsonText<ReleaseUpgrade>>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub closed_at: Option<DateTimeUtc>,

@@ -89,8 +89,9 @@ const MAX_STEPS: usize = 100_000;
 const MIN_YEAR: i32 = 1;
 const MAX_YEAR: i32 = 9_999;
 
-/// A maintenance window as a policy stores it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A maintenance window's rule, as a policy stores it (`policies.window`) and a proposal and a
+/// host job copy it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WindowSpec {
     /// RFC 5545 `RRULE` text, optionally with a `DTSTART` line (see the module docs).
     pub rrule: String,

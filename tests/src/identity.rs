@@ -200,7 +200,7 @@ impl TestApp {
     /// Inserts a host into organization `slug` directly (as enrolment would) and returns its
     /// `hst_` id.
     pub async fn host(&self, slug: &str, hostname: &str, labels: &[(&str, &str)]) -> String {
-        use entities::{host_labels, hosts};
+        use entities::{host_labels, hosts, json::JsonText};
         let db = &self.state.db.orm;
         let now = self.state.clock.now();
         let org = organizations::Entity::find()
@@ -221,7 +221,7 @@ impl TestApp {
             hostname: Set(hostname.to_owned()),
             display_name: Set(None),
             notes: Set(None),
-            labels: Set(serde_json::to_string(&labels).expect("labels")),
+            labels: Set(JsonText::new(&labels).expect("labels")),
             distro: Set(Some("ubuntu".into())),
             distro_version: Set(Some("24.04".into())),
             distro_codename: Set(Some("noble".into())),
@@ -237,8 +237,8 @@ impl TestApp {
             frozen: Set(None),
             snapshots: Set(None),
             reboot_required: Set(None),
-            services_need_restart: Set("[]".into()),
-            held_packages: Set("[]".into()),
+            services_need_restart: Set(JsonText::from_stored("[]")),
+            held_packages: Set(JsonText::from_stored("[]")),
             updates_total: Set(None),
             updates_security: Set(None),
             updates_requiring_reboot: Set(None),

@@ -1,7 +1,10 @@
 //! The agent operations: enrol, check in, renew the certificate.
 
 use chrono::{DateTime, Duration, Utc};
-use entities::{enrollment_tokens, host_keys, hosts};
+use entities::{
+    enrollment_tokens, host_keys, hosts,
+    json::{JsonText, OfferedUpgrade},
+};
 use platform::ids::HostId;
 use poem::{Request, RequestBody};
 use poem_openapi::{
@@ -282,21 +285,18 @@ impl AgentApi {
         changed.status = Set(domain::HostStatus::Online.to_string());
         changed.reboot_required = Set(body.reboot_required);
         if let Some(services) = &body.services_need_restart {
-            changed.services_need_restart =
-                Set(serde_json::to_string(services).map_err(|e| ApiError::Internal(e.into()))?);
+            changed.services_need_restart = Set(JsonText::new(services)?);
         }
         if let Some(held) = &body.held_packages {
-            changed.held_packages =
-                Set(serde_json::to_string(held).map_err(|e| ApiError::Internal(e.into()))?);
+            changed.held_packages = Set(JsonText::new(held)?);
         }
         if inventory {
             store::replace_inventory(&txn, host.id, &body).await?;
             changed.release_upgrade = Set(body
                 .release_upgrade
-                .as_ref()
-                .map(serde_json::to_string)
-                .transpose()
-                .map_err(|e| ApiError::Internal(e.into()))?);
+                .clone()
+                .map(|offer| JsonText::new(&OfferedUpgrade::from(offer)))
+                .transpose()?);
             changed.inventory_digest = Set(Some(body.inventory_digest.clone()));
             changed.last_inventory_at = Set(Some(now));
         }

@@ -2,6 +2,7 @@
 //! ignored so that older servers accept newer agents. Types are strict: a number where a string
 //! belongs is refused, not coerced.
 
+use entities::json;
 use poem_openapi::Object;
 use serde::{Deserialize, Serialize};
 
@@ -103,6 +104,7 @@ pub struct Package {
     pub source_version: Option<String>,
 }
 
+// An advisory an update fixes, as the agent reports it (stored as `entities::json::Advisory`).
 #[derive(Object, Deserialize, Serialize, Clone, Debug, PartialEq)]
 pub struct Advisory {
     pub external_id: String,
@@ -115,6 +117,19 @@ pub struct Advisory {
     pub url: Option<String>,
     #[serde(default)]
     pub cves: Vec<String>,
+}
+
+impl From<Advisory> for json::Advisory {
+    fn from(a: Advisory) -> json::Advisory {
+        json::Advisory {
+            external_id: a.external_id,
+            source: a.source,
+            severity: a.severity,
+            title: a.title,
+            url: a.url,
+            cves: a.cves,
+        }
+    }
 }
 
 /// An available update.
@@ -147,6 +162,17 @@ pub struct Release {
 #[derive(Object, Deserialize, Serialize, Clone, Debug, PartialEq)]
 pub struct ReleaseUpgrade {
     pub to: Release,
+}
+
+impl From<ReleaseUpgrade> for json::OfferedUpgrade {
+    fn from(offer: ReleaseUpgrade) -> json::OfferedUpgrade {
+        json::OfferedUpgrade {
+            to: json::Release {
+                codename: offer.to.codename,
+                version: offer.to.version,
+            },
+        }
+    }
 }
 
 /// Enrolment: an enrollment token, a CSR and the host's facts.

@@ -24,6 +24,7 @@ use crate::{
     http::error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
     http::scope::OrgScope,
     http::tags::Tag,
+    proposals::policies::WindowRule,
 };
 
 /// The longest log kept per job; a longer one keeps its last part.
@@ -39,11 +40,15 @@ pub struct JobChange {
     pub to_version: String,
 }
 
-#[derive(Object, Clone)]
-pub struct JobWindow {
-    pub rrule: String,
-    pub duration_minutes: u32,
-    pub time_zone: String,
+impl From<domain::proposals::JobChange> for JobChange {
+    fn from(c: domain::proposals::JobChange) -> JobChange {
+        JobChange {
+            package: c.package,
+            ecosystem: c.ecosystem,
+            from_version: c.from_version,
+            to_version: c.to_version,
+        }
+    }
 }
 
 /// Work for the agent.
@@ -66,48 +71,31 @@ pub struct Job {
     pub release_upgrade: Option<serde_json::Value>,
     /// The maintenance window, when reboots are allowed only inside it.
     #[oai(skip_serializing_if_is_none)]
-    pub window: Option<JobWindow>,
+    pub window: Option<WindowRule>,
 }
 
-fn job_view(row: &host_jobs::Model) -> Job {
-    let payload: Option<JobPayload> = serde_json::from_str(&row.payload).ok();
-    let payload = payload.unwrap_or(JobPayload {
-        proposal_id: String::new(),
-        proposal_number: 0,
-        kind: row.kind.clone(),
-        reboot: "never".into(),
-        changes: Vec::new(),
-        release_upgrade: None,
-        window: None,
-    });
-    Job {
+fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
+    let release_upgrade = payload
+        .release_upgrade
+        .map(|r| serde_json::to_value(r).map_err(|e| DbErr::Json(e.to_string())))
+        .transpose()?;
+    Ok(Job {
         id: HostJobId::from(row.id),
         kind: row.kind.clone(),
         proposal_id: payload.proposal_id,
         proposal_number: payload.proposal_number,
         reboot: payload.reboot,
-        changes: payload
-            .changes
-            .into_iter()
-            .map(|c| JobChange {
-                package: c.package,
-                ecosystem: c.ecosystem,
-                from_version: c.from_version,
-                to_version: c.to_version,
-            })
-            .collect(),
-        release_upgrade: payload.release_upgrade,
-        window: payload.window.map(|w| JobWindow {
-            rrule: w.rrule,
-            duration_minutes: w.duration_minutes,
-            time_zone: w.time_zone,
-        }),
-    }
+        changes: payload.changes.into_iter().map(JobChange::from).collect(),
+        release_upgrade,
+        window: payload.window.map(WindowRule::from),
+    })
 }
 
 /// The host's jobs not yet reported, oldest first; pending ones become `dispatched` and their
 /// proposals `applying`. A job already dispatched is handed out again until it reports, so an
-/// agent that lost an answer still gets its work.
+/// agent that lost an answer still gets its work. A job whose stored payload cannot be read
+/// is neither handed out nor dispatched (logged): the agent is never told to do something
+/// other than what was approved, and its check-in still succeeds.
 pub async fn dispatch<C: ConnectionTrait>(
     txn: &C,
     scope: OrgScope,
@@ -122,26 +110,38 @@ pub async fn dispatch<C: ConnectionTrait>(
         .limit(MAX_JOBS_PER_CHECK_IN)
         .all(txn)
         .await?;
-    let pending = rows
-        .iter()
-        .filter(|r| HostJobStatus::from(r.status.as_str()) == HostJobStatus::Pending);
-    for row in pending {
-        scope
-            .update_rows::<host_jobs::Entity>()
-            .col_expr(
-                host_jobs::Column::Status,
-                Expr::value(HostJobStatus::Dispatched),
-            )
-            .col_expr(host_jobs::Column::DispatchedAt, Expr::value(Some(now)))
-            .filter(host_jobs::Column::Id.eq(row.id))
-            .filter(host_jobs::Column::Status.eq(HostJobStatus::Pending))
-            .exec(txn)
-            .await?;
-        if let Some(proposal_id) = row.proposal_id {
-            begin_applying(txn, proposal_id, now).await?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for row in rows {
+        let payload = match row.payload.read() {
+            Ok(payload) => payload,
+            Err(err) => {
+                tracing::error!(
+                    job_id = %HostJobId::from(row.id),
+                    error = %err,
+                    "a host job's stored payload cannot be read: it is not handed out"
+                );
+                continue;
+            }
+        };
+        if HostJobStatus::from(row.status.as_str()) == HostJobStatus::Pending {
+            scope
+                .update_rows::<host_jobs::Entity>()
+                .col_expr(
+                    host_jobs::Column::Status,
+                    Expr::value(HostJobStatus::Dispatched),
+                )
+                .col_expr(host_jobs::Column::DispatchedAt, Expr::value(Some(now)))
+                .filter(host_jobs::Column::Id.eq(row.id))
+                .filter(host_jobs::Column::Status.eq(HostJobStatus::Pending))
+                .exec(txn)
+                .await?;
+            if let Some(proposal_id) = row.proposal_id {
+                begin_applying(txn, proposal_id, now).await?;
+            }
         }
+        jobs.push(job_view(&row, payload)?);
     }
-    Ok(rows.iter().map(job_view).collect())
+    Ok(jobs)
 }
 
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

@@ -7,6 +7,7 @@ use chrono::{DateTime, Duration, Utc};
 use domain::billing::Plan;
 use entities::{
     enrollment_tokens, host_days, host_keys, host_labels, host_packages, host_updates, hosts,
+    json::{Advisory, JsonText},
     organizations,
 };
 use sea_orm::{
@@ -30,8 +31,10 @@ const CHUNK: usize = 500;
 /// Rows a single delete names (each by name and architecture).
 const DELETE_CHUNK: usize = 200;
 
-fn json<T: serde::Serialize>(value: &T) -> Result<String, ApiError> {
-    serde_json::to_string(value).map_err(|e| ApiError::Internal(e.into()))
+/// A fact stored as the agent reported it, whatever its shape: any JSON reads as a `Value`.
+fn fact<T: serde::Serialize>(value: &T) -> Result<JsonText<serde_json::Value>, ApiError> {
+    let text = JsonText::new(value)?;
+    Ok(JsonText::from_stored(text.as_str()))
 }
 
 /// Copies the agent-reported facts onto a host row.
@@ -46,11 +49,15 @@ pub fn apply_facts(host: &mut hosts::ActiveModel, facts: &Facts) -> Result<(), A
     host.virtualization = Set(facts.virtualization.clone());
     host.agent_version = Set(facts.agent_version.clone());
     host.agent_mode = Set(facts.agent_mode.clone());
-    host.agent_permissions = Set(facts.agent_permissions.as_ref().map(json).transpose()?);
-    host.agent_install = Set(facts.agent_install.as_ref().map(json).transpose()?);
-    host.cloud = Set(facts.cloud.as_ref().map(json).transpose()?);
-    host.frozen = Set(facts.frozen.as_ref().map(json).transpose()?);
-    host.snapshots = Set(facts.snapshots.as_ref().map(json).transpose()?);
+    host.agent_permissions = Set(facts
+        .agent_permissions
+        .as_ref()
+        .map(JsonText::new)
+        .transpose()?);
+    host.agent_install = Set(facts.agent_install.as_ref().map(fact).transpose()?);
+    host.cloud = Set(facts.cloud.as_ref().map(fact).transpose()?);
+    host.frozen = Set(facts.frozen.as_ref().map(fact).transpose()?);
+    host.snapshots = Set(facts.snapshots.as_ref().map(fact).transpose()?);
     Ok(())
 }
 
@@ -132,7 +139,9 @@ pub async fn enrol_host(
         .await?;
         return Ok(host);
     }
-    let labels: BTreeMap<String, String> = serde_json::from_str(&token.labels).unwrap_or_default();
+    // A token whose labels cannot be read enrols nobody (500): a host never starts out
+    // without the labels its token promises.
+    let labels = token.labels.read()?;
     let id = platform::ids::new_uuid();
     let mut host = hosts::ActiveModel {
         id: Set(id),
@@ -140,10 +149,10 @@ pub async fn enrol_host(
         machine_id: Set(facts.machine_id.clone()),
         display_name: Set(None),
         notes: Set(None),
-        labels: Set(json(&labels)?),
+        labels: Set(JsonText::new(&labels)?),
         reboot_required: Set(None),
-        services_need_restart: Set("[]".into()),
-        held_packages: Set("[]".into()),
+        services_need_restart: Set(JsonText::new(&Vec::new())?),
+        held_packages: Set(JsonText::new(&Vec::new())?),
         updates_total: Set(None),
         updates_security: Set(None),
         updates_requiring_reboot: Set(None),
@@ -338,7 +347,13 @@ pub async fn replace_inventory(
                     source_name: Set(u.source_name.clone()),
                     security: Set(u.security),
                     requires_reboot: Set(u.requires_reboot),
-                    advisories: Set(json(&u.advisories)?),
+                    advisories: Set(JsonText::new(
+                        &u.advisories
+                            .iter()
+                            .cloned()
+                            .map(Advisory::from)
+                            .collect::<Vec<_>>(),
+                    )?),
                 },
             );
         }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use entities::enrollment_tokens;
+use entities::{enrollment_tokens, json::JsonText};
 use platform::ids::EnrollmentTokenId;
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
@@ -97,11 +97,11 @@ fn record(
     row: enrollment_tokens::Model,
     now: DateTime<Utc>,
     token: Option<String>,
-) -> EnrollmentToken {
-    EnrollmentToken {
+) -> Result<EnrollmentToken, ApiError> {
+    Ok(EnrollmentToken {
         id: EnrollmentTokenId::from(row.id),
         usable: usable(&row, now),
-        labels: serde_json::from_str(&row.labels).unwrap_or_default(),
+        labels: row.labels.read()?,
         name: row.name,
         max_uses: row.max_uses,
         uses: row.uses,
@@ -109,7 +109,7 @@ fn record(
         revoked_at: row.revoked_at,
         created_at: row.created_at,
         token,
-    }
+    })
 }
 
 type ReadErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
@@ -150,8 +150,7 @@ impl EnrollmentTokensApi {
         let now = state.clock.now();
         let expires_at = input::future("expires_at", body.expires_at, now)?;
         let token = platform::secrets::mint(TOKEN_PREFIX);
-        let labels_json =
-            serde_json::to_string(&labels).map_err(|e| ApiError::Internal(e.into()))?;
+        let labels_json = JsonText::new(&labels)?;
         let txn = state.db.begin_write().await?;
         let row = enrollment_tokens::ActiveModel {
             id: Set(platform::ids::new_uuid()),
@@ -176,7 +175,7 @@ impl EnrollmentTokensApi {
             .write(&txn, now)
             .await?;
         txn.commit().await?;
-        Ok(Created::Created(Json(record(row, now, Some(token.value)))))
+        Ok(Created::Created(Json(record(row, now, Some(token.value))?)))
     }
 
     /// The organization's enrollment tokens, newest first, without their values.
@@ -214,7 +213,7 @@ impl EnrollmentTokensApi {
             )
             .await?;
         let now = state.clock.now();
-        Ok(Json(rows.page(|r| record(r, now, None))))
+        Ok(Json(rows.try_page(|r| record(r, now, None))?))
     }
 
     /// One enrollment token record, without its value.
@@ -231,7 +230,7 @@ impl EnrollmentTokensApi {
         token_id: Path<EnrollmentTokenId>,
     ) -> Result<Json<EnrollmentToken>, ReadErrors> {
         let row = org.scope().get(&state.db.orm, *token_id).await?;
-        Ok(Json(record(row, state.clock.now(), None)))
+        Ok(Json(record(row, state.clock.now(), None)?))
     }
 
     /// Revoke an enrollment token; hosts it already enrolled are unaffected. An already revoked

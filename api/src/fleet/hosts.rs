@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use entities::{group_hosts, groups, host_events, host_labels, hosts};
+use entities::{
+    group_hosts, groups, host_events, host_labels, hosts,
+    json::{JsonText, Unreadable},
+};
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
     param::{Path, Query},
@@ -141,15 +144,14 @@ pub struct Host {
     pub proposals: Vec<ProposalRef>,
 }
 
-fn json_list(text: &str) -> Vec<String> {
-    serde_json::from_str(text).unwrap_or_default()
-}
-
-fn json_value(text: Option<&str>) -> Option<Value> {
-    text.and_then(|t| serde_json::from_str(t).ok())
-}
-
-pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>, proposals: Vec<ProposalRef>) -> Host {
+/// A host as shown. A stored JSON column that cannot be read is an error (500), never shown
+/// as empty: a host whose labels read as `{}` would look unlabelled while selectors treat it
+/// otherwise.
+pub fn host_view(
+    row: hosts::Model,
+    groups: Vec<GroupRef>,
+    proposals: Vec<ProposalRef>,
+) -> Result<Host, Unreadable> {
     let updates = match (
         row.updates_total,
         row.updates_security,
@@ -162,20 +164,23 @@ pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>, proposals: Vec<Propos
         }),
         _ => None,
     };
-    Host {
+    let value = |column: &Option<JsonText<Value>>| column.as_ref().map(JsonText::read).transpose();
+    Ok(Host {
         id: HostId::from(row.id),
-        labels: serde_json::from_str(&row.labels).unwrap_or_default(),
+        labels: row.labels.read()?,
+        // An agent too old to report its permissions shows none.
         agent_permissions: row
             .agent_permissions
-            .as_deref()
-            .map(json_list)
+            .as_ref()
+            .map(JsonText::read)
+            .transpose()?
             .unwrap_or_default(),
-        agent_install: json_value(row.agent_install.as_deref()),
-        services_need_restart: json_list(&row.services_need_restart),
-        held_packages: json_list(&row.held_packages),
-        frozen: json_value(row.frozen.as_deref()),
-        snapshots: json_value(row.snapshots.as_deref()),
-        cloud: json_value(row.cloud.as_deref()),
+        agent_install: value(&row.agent_install)?,
+        services_need_restart: row.services_need_restart.read()?,
+        held_packages: row.held_packages.read()?,
+        frozen: value(&row.frozen)?,
+        snapshots: value(&row.snapshots)?,
+        cloud: value(&row.cloud)?,
         hostname: row.hostname,
         display_name: row.display_name,
         notes: row.notes,
@@ -199,7 +204,7 @@ pub fn host_view(row: hosts::Model, groups: Vec<GroupRef>, proposals: Vec<Propos
         advisory_coverage: row.advisory_coverage,
         groups,
         proposals,
-    }
+    })
 }
 
 /// The groups a host belongs to (static or by label), by name.
@@ -286,7 +291,7 @@ pub async fn record_event<C: ConnectionTrait>(
         org_id: Set(host.org_id),
         host_id: Set(host.id),
         kind: Set(kind.to_owned()),
-        details: Set(details.map(|d| d.to_string())),
+        details: Set(details.as_ref().map(JsonText::new).transpose()?),
         created_at: Set(at),
     }
     .insert(db)
@@ -483,7 +488,7 @@ impl HostsApi {
             .collect();
         let mut open =
             crate::proposals::api::open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
-        Ok(Json(rows.page(|h| {
+        Ok(Json(rows.try_page(|h| {
             let mut refs: Vec<GroupRef> = memberships
                 .iter()
                 .filter(|m| m.host_id == h.id)
@@ -498,7 +503,7 @@ impl HostsApi {
             refs.dedup_by(|a, b| a.id == b.id);
             let proposals = open.remove(&h.id).unwrap_or_default();
             host_view(h, refs, proposals)
-        })))
+        })?))
     }
 
     /// One host, with its groups and open proposals.
@@ -518,7 +523,7 @@ impl HostsApi {
         let host = scope.get(&state.db.orm, *host_id).await?;
         let groups = groups_of(&state.db.orm, scope, host.id).await?;
         let proposals = open_proposals(&state.db.orm, scope, host.id).await?;
-        Ok(Json(host_view(host, groups, proposals)))
+        Ok(Json(host_view(host, groups, proposals)?))
     }
 
     /// Edit a host: every field optional, an absent field left alone. `labels` replaces the
@@ -561,8 +566,9 @@ impl HostsApi {
         let scope = org.scope();
         let txn = state.db.begin_write().await?;
         let host = scope.get(&txn, *host_id).await?;
-        let old_labels: BTreeMap<String, String> =
-            serde_json::from_str(&host.labels).unwrap_or_default();
+        // Labels that cannot be read are replaced by new ones like any others (the event says
+        // `from: null`); without new ones, showing the host fails below and nothing changes.
+        let old_labels = host.labels.read().ok();
         let mut changed: hosts::ActiveModel = host.clone().into();
         match display_name {
             MaybeUndefined::Undefined => {}
@@ -574,10 +580,11 @@ impl HostsApi {
             MaybeUndefined::Null => changed.notes = Set(None),
             MaybeUndefined::Value(v) => changed.notes = Set(Some(v)),
         }
-        let labels_changed = labels.as_ref().is_some_and(|l| *l != old_labels);
+        let labels_changed = labels
+            .as_ref()
+            .is_some_and(|l| old_labels.as_ref() != Some(l));
         if let Some(labels) = &labels {
-            changed.labels =
-                Set(serde_json::to_string(labels).map_err(|e| ApiError::Internal(e.into()))?);
+            changed.labels = Set(JsonText::new(labels)?);
         }
         changed.updated_at = Set(now);
         let updated = changed.update(&txn).await?;
@@ -600,6 +607,7 @@ impl HostsApi {
             .await?;
         let groups = groups_of(&txn, scope, host.id).await?;
         let proposals = open_proposals(&txn, scope, host.id).await?;
+        let view = host_view(updated, groups, proposals)?;
         txn.commit().await?;
         if labels_changed {
             state
@@ -607,7 +615,7 @@ impl HostsApi {
                 .push(platform::jobs::EvaluateHost { host_id: host.id })
                 .await?;
         }
-        Ok(Json(host_view(updated, groups, proposals)))
+        Ok(Json(view))
     }
 
     /// Decommission a host: every key it was certified for is revoked at once and it stops
@@ -655,14 +663,13 @@ impl HostsApi {
             .await?;
         let groups = groups_of(&txn, scope, host.id).await?;
         let proposals = open_proposals(&txn, scope, host.id).await?;
+        let view = host_view(updated, groups, proposals)?;
         txn.commit().await?;
         state
             .queue
             .push(platform::jobs::EvaluateHost { host_id: host.id })
             .await?;
-        Ok(Decommissioned::Ok(Json(host_view(
-            updated, groups, proposals,
-        ))))
+        Ok(Decommissioned::Ok(Json(view)))
     }
 
     /// What happened to a host, newest first.
@@ -705,11 +712,14 @@ impl HostsApi {
                 Order::NewestFirst,
             )
             .await?;
-        Ok(Json(rows.page(|e| HostEvent {
-            id: e.id.into(),
-            kind: e.kind,
-            details: json_value(e.details.as_deref()),
-            at: e.created_at,
-        })))
+        let page = rows.try_page(|e| {
+            Ok::<_, Unreadable>(HostEvent {
+                id: e.id.into(),
+                kind: e.kind,
+                details: e.details.as_ref().map(JsonText::read).transpose()?,
+                at: e.created_at,
+            })
+        })?;
+        Ok(Json(page))
     }
 }

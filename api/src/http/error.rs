@@ -19,7 +19,7 @@
 //! | `RateLimited` | 429 | `rate-limited` (with `Retry-After` and `RateLimit-Limit`) |
 //! | `NotConfigured` | 503 | `not-configured` |
 //! | `Unavailable` | 503 | `unavailable` (not ready: the database does not answer) |
-//! | `Internal` | 500 | `internal` (detail: the request id only; the cause is logged) |
+//! | `Internal` | 500 | `internal` (detail: the request id only; the cause is logged): a database error, a stored JSON value that cannot be read |
 //!
 //! poem's own errors (unknown route, wrong method, unparsable body, size limit, panics) are
 //! turned into the same variants by [`problem_for_poem_error`], which the router installs as its
@@ -220,6 +220,20 @@ impl From<sea_orm::DbErr> for ApiError {
 impl From<domain::billing::PlanRequired> for ApiError {
     fn from(refusal: domain::billing::PlanRequired) -> Self {
         ApiError::PlanRequired(refusal.detail)
+    }
+}
+
+/// A stored JSON value that cannot be read is the service's fault, never the caller's: 500,
+/// with the cause (the type it was read as, where the text fails) logged.
+impl From<entities::json::Unreadable> for ApiError {
+    fn from(err: entities::json::Unreadable) -> Self {
+        ApiError::Internal(err.into())
+    }
+}
+
+impl From<entities::json::Unwritable> for ApiError {
+    fn from(err: entities::json::Unwritable) -> Self {
+        ApiError::Internal(err.into())
     }
 }
 
@@ -475,6 +489,18 @@ impl<S> From<ApiError> for Errors<S> {
 
 impl<S> From<sea_orm::DbErr> for Errors<S> {
     fn from(err: sea_orm::DbErr) -> Self {
+        Errors(err.into(), PhantomData)
+    }
+}
+
+impl<S> From<entities::json::Unreadable> for Errors<S> {
+    fn from(err: entities::json::Unreadable) -> Self {
+        Errors(err.into(), PhantomData)
+    }
+}
+
+impl<S> From<entities::json::Unwritable> for Errors<S> {
+    fn from(err: entities::json::Unwritable) -> Self {
         Errors(err.into(), PhantomData)
     }
 }

@@ -5,7 +5,8 @@
 //! Every paged list goes through [`Paging`]: `Paging::new(limit, cursor)?` checks both
 //! parameters, then either `paging.fetch(db, query, key, order)` for a list of one table's rows
 //! or, for a query of two tables, `paging.apply(query, key, order)` and `paging.cut(rows, key)`;
-//! [`Rows::page`] makes the rows items.
+//! [`Rows::page`] makes the rows items ([`Rows::try_page`] when making one can fail, as
+//! reading a stored JSON column can: the first failure is the answer).
 
 use poem_openapi::{
     Object,
@@ -147,6 +148,18 @@ impl<R> Rows<R> {
             next_cursor: self.next_cursor,
         }
     }
+
+    /// The page, each row made an item by `item`, which can fail; its first error is the
+    /// answer (no page leaves a row out).
+    pub fn try_page<T: ParseFromJSON + ToJSON, E>(
+        self,
+        item: impl FnMut(R) -> Result<T, E>,
+    ) -> Result<Page<T>, E> {
+        Ok(Page {
+            items: self.rows.into_iter().map(item).collect::<Result<_, E>>()?,
+            next_cursor: self.next_cursor,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -182,5 +195,26 @@ mod tests {
         let page = last.page(|k| k.to_string());
         assert_eq!(page.items.len(), 2);
         assert_eq!(page.next_cursor, None);
+    }
+
+    #[test]
+    fn a_page_whose_item_cannot_be_made_is_the_error_not_a_shorter_page() {
+        let keys: Vec<Uuid> = (0..3).map(|_| platform::ids::new_uuid()).collect();
+        let Ok(paging) = Paging::new(Some(2), None) else {
+            panic!("limit 2 is valid");
+        };
+        let made = paging
+            .cut(keys.clone(), |k| *k)
+            .try_page(|k| Ok::<_, String>(k.to_string()));
+        assert!(made.is_ok_and(|p| p.items.len() == 2 && p.next_cursor.is_some()));
+        let broken = keys[1];
+        let failed = paging.cut(keys, |k| *k).try_page(|k| {
+            if k == broken {
+                Err("unreadable")
+            } else {
+                Ok(k.to_string())
+            }
+        });
+        assert_eq!(failed.err(), Some("unreadable"));
     }
 }

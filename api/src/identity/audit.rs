@@ -2,7 +2,7 @@
 //! written in the same transaction as the change it records; and its listing for admins.
 
 use chrono::{DateTime, Utc};
-use entities::audit_events;
+use entities::{audit_events, json::JsonText};
 use platform::ids::{
     AccountId, ApiTokenId, AuditEventId, CommentId, EnrollmentTokenId, GroupId, HostId,
     InvitationId, PolicyId, ProposalId,
@@ -14,7 +14,9 @@ use uuid::Uuid;
 use crate::{
     AppState,
     http::access::{Caller, org},
-    http::error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
+    http::error::{
+        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
+    },
     http::paging::{Order, Page, Paging},
     http::tags::Tag,
     identity::roles::Administer,
@@ -123,7 +125,7 @@ impl<'a> Entry<'a> {
             target_kind: Set(self.target_kind.map(str::to_owned)),
             target_id: Set(self.target_id),
             ip: Set(self.ip),
-            details: Set(self.details.map(|d| d.to_string())),
+            details: Set(self.details.as_ref().map(JsonText::new).transpose()?),
             created_at: Set(at),
         }
         .insert(db)
@@ -198,16 +200,19 @@ impl AuditApi {
                 Order::NewestFirst,
             )
             .await?;
-        Ok(Json(rows.page(|row| AuditEvent {
-            id: row.id.into(),
-            action: row.action,
-            actor_id: row.actor_account_id.map(AccountId::from),
-            actor_api_token_id: row.actor_api_token_id.map(ApiTokenId::from),
-            target_kind: row.target_kind,
-            target_id: row.target_id,
-            ip: row.ip,
-            details: row.details.and_then(|d| serde_json::from_str(&d).ok()),
-            created_at: row.created_at,
-        })))
+        let page = rows.try_page(|row| {
+            Ok::<_, ApiError>(AuditEvent {
+                id: row.id.into(),
+                action: row.action,
+                actor_id: row.actor_account_id.map(AccountId::from),
+                actor_api_token_id: row.actor_api_token_id.map(ApiTokenId::from),
+                target_kind: row.target_kind,
+                target_id: row.target_id,
+                ip: row.ip,
+                details: row.details.as_ref().map(JsonText::read).transpose()?,
+                created_at: row.created_at,
+            })
+        })?;
+        Ok(Json(page))
     }
 }

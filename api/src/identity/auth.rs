@@ -8,7 +8,6 @@ use poem::Request;
 use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, Set, sea_query::Expr};
 use uuid::Uuid;
-use worker::jobs::send_link::SignUpPayload;
 
 use crate::{
     AppState,
@@ -361,11 +360,13 @@ impl AuthApi {
         let ip = access::client_ip(req);
         let txn = state.db.begin_write().await?;
         let token = consume_token(&txn, "sign_up", body.token.trim(), now).await?;
-        let payload: SignUpPayload = token
+        // A sign-up token always carries what sign-up asked for; one that cannot be read is
+        // the service's fault (500), not the caller's.
+        let payload = token
             .payload
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok())
-            .ok_or(ApiError::InvalidToken)?;
+            .as_ref()
+            .ok_or(ApiError::InvalidToken)?
+            .read()?;
 
         let existing = accounts::Entity::rows()
             .filter(accounts::Column::Email.eq(token.email.as_str()))

@@ -17,8 +17,9 @@ use domain::{
     severity,
 };
 use entities::{
-    accounts, hosts, known_exploited, proposal_changes, proposal_decisions, proposal_hosts,
-    proposals,
+    accounts, hosts,
+    json::{self, Advisory},
+    known_exploited, proposal_changes, proposal_decisions, proposal_hosts, proposals,
 };
 use platform::ids::{AccountId, HostId, PolicyId, ProposalId};
 use poem_openapi::{Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
@@ -328,31 +329,44 @@ pub struct ProposalDetail {
     pub targets_complete: bool,
 }
 
-#[derive(serde::Deserialize)]
-struct StoredAdvisory {
-    external_id: String,
-    source: String,
-    #[serde(default)]
-    severity: Option<String>,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    cves: Vec<String>,
+impl From<json::Release> for ProposalRelease {
+    fn from(r: json::Release) -> ProposalRelease {
+        ProposalRelease {
+            codename: r.codename,
+            version: r.version,
+        }
+    }
 }
 
-fn release_view(text: &str) -> Option<ProposalReleaseUpgrade> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let release = |r: &serde_json::Value| ProposalRelease {
-        codename: r["codename"].as_str().map(str::to_owned),
-        version: r["version"].as_str().map(str::to_owned),
-    };
-    Some(ProposalReleaseUpgrade {
-        distro: v["distro"].as_str()?.to_owned(),
-        from: release(&v["from"]),
-        to: release(&v["to"]),
-    })
+impl From<json::ReleaseUpgrade> for ProposalReleaseUpgrade {
+    fn from(r: json::ReleaseUpgrade) -> ProposalReleaseUpgrade {
+        ProposalReleaseUpgrade {
+            distro: r.distro,
+            from: r.from.into(),
+            to: r.to.into(),
+        }
+    }
+}
+
+impl AdvisoryView {
+    /// A stored advisory as shown; `exploited` holds the CVEs on the known-exploited
+    /// catalogue.
+    fn new(a: Advisory, exploited: &HashSet<String>) -> AdvisoryView {
+        AdvisoryView {
+            id: format!("{}:{}", a.source, a.external_id),
+            known_exploited: a.cves.iter().any(|cve| exploited.contains(cve)),
+            severity: a
+                .severity
+                .as_deref()
+                .and_then(severity::rank)
+                .map(|r| severity::name(r).to_owned()),
+            external_id: a.external_id,
+            source: a.source,
+            title: a.title,
+            url: a.url,
+            cves: a.cves,
+        }
+    }
 }
 
 async fn detail<C: ConnectionTrait>(
@@ -367,10 +381,10 @@ async fn detail<C: ConnectionTrait>(
         .order_by_asc(proposal_changes::Column::ToVersion)
         .all(db)
         .await?;
-    let parsed: Vec<Vec<StoredAdvisory>> = changes
+    let parsed: Vec<Vec<Advisory>> = changes
         .iter()
-        .map(|c| serde_json::from_str(&c.advisories).unwrap_or_default())
-        .collect();
+        .map(|c| c.advisories.read())
+        .collect::<Result<_, _>>()?;
     let cves: BTreeSet<String> = parsed
         .iter()
         .flatten()
@@ -404,20 +418,7 @@ async fn detail<C: ConnectionTrait>(
             hosts: c.hosts,
             advisories: advisories
                 .into_iter()
-                .map(|a| AdvisoryView {
-                    id: format!("{}:{}", a.source, a.external_id),
-                    known_exploited: a.cves.iter().any(|cve| exploited.contains(cve)),
-                    severity: a
-                        .severity
-                        .as_deref()
-                        .and_then(severity::rank)
-                        .map(|r| severity::name(r).to_owned()),
-                    external_id: a.external_id,
-                    source: a.source,
-                    title: a.title,
-                    url: a.url,
-                    cves: a.cves,
-                })
+                .map(|a| AdvisoryView::new(a, &exploited))
                 .collect(),
         })
         .collect();
@@ -494,9 +495,10 @@ async fn detail<C: ConnectionTrait>(
         id: ProposalId::from(p.id),
         outstanding: lifecycle::outstanding(&p),
         policy: policy_ref(&p),
-        release_upgrade: (p.kind == "dist_upgrade")
-            .then(|| p.release_upgrade.as_deref().and_then(release_view))
-            .flatten(),
+        release_upgrade: match (&p.release_upgrade, p.kind == "dist_upgrade") {
+            (Some(column), true) => Some(column.read()?.into()),
+            _ => None,
+        },
         superseded_by: p.superseded_by.map(ProposalId::from),
         scheduled_for: (ProposalStatus::of(&p) == ProposalStatus::Scheduled)
             .then_some(p.scheduled_for)

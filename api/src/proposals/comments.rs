@@ -9,7 +9,11 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use entities::{accounts, comments, memberships};
+use entities::{
+    accounts, comments,
+    json::{JsonText, Mention},
+    memberships,
+};
 use platform::ids::{AccountId, CommentId, ProposalId};
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
@@ -20,7 +24,6 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::{
@@ -51,7 +54,7 @@ pub struct NewComment {
 }
 
 /// A member as a comment shows them: its author or somebody it mentions.
-#[derive(Object, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Object, Clone, Debug, PartialEq, Eq)]
 pub struct CommentPerson {
     /// The account's id (`usr_`).
     pub id: AccountId,
@@ -59,6 +62,26 @@ pub struct CommentPerson {
     /// Display name; null when they have not set one.
     #[oai(nullable)]
     pub name: Option<String>,
+}
+
+impl From<Mention> for CommentPerson {
+    fn from(m: Mention) -> CommentPerson {
+        CommentPerson {
+            id: m.id,
+            email: m.email,
+            name: m.name,
+        }
+    }
+}
+
+impl From<CommentPerson> for Mention {
+    fn from(p: CommentPerson) -> Mention {
+        Mention {
+            id: p.id,
+            email: p.email,
+            name: p.name,
+        }
+    }
 }
 
 /// A comment on a proposal.
@@ -106,15 +129,19 @@ fn person(account: &accounts::Model) -> CommentPerson {
     }
 }
 
-fn comment_view(row: comments::Model, author: CommentPerson) -> Comment {
-    Comment {
+fn comment_view(row: comments::Model, author: CommentPerson) -> Result<Comment, ApiError> {
+    Ok(Comment {
         id: CommentId::from(row.id),
-        // A stored value that is not a list of people (never written so) reads as no mentions.
-        mentions: serde_json::from_str(&row.mentions).unwrap_or_default(),
+        mentions: row
+            .mentions
+            .read()?
+            .into_iter()
+            .map(CommentPerson::from)
+            .collect(),
         body: row.body,
         written_at: row.written_at,
         author,
-    }
+    })
 }
 
 /// The body as stored: trimmed, 1–10,000 characters, no control characters but line breaks
@@ -327,7 +354,13 @@ impl CommentsApi {
             proposal_id: Set(proposal.id),
             author_id: Set(author.id),
             body: Set(text),
-            mentions: Set(serde_json::to_string(&mentions).map_err(anyhow::Error::from)?),
+            mentions: Set(JsonText::new(
+                &mentions
+                    .iter()
+                    .cloned()
+                    .map(Mention::from)
+                    .collect::<Vec<_>>(),
+            )?),
             written_at: Set(now),
         }
         .insert(&txn)
@@ -377,7 +410,7 @@ impl CommentsApi {
             }
         }
         let author = person(author);
-        Ok(Created::Created(Json(comment_view(row, author))))
+        Ok(Created::Created(Json(comment_view(row, author)?)))
     }
 
     /// A page of a proposal's comment thread.
@@ -468,7 +501,7 @@ impl CommentsApi {
                         });
                 comment_view(row, author)
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         Ok(Json(CommentList {
             comments,
             total: i64::try_from(total).unwrap_or(i64::MAX),

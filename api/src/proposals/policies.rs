@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use domain::{ProposalStatus, window::StoredWindow};
-use entities::{groups, policies, proposals};
+use domain::ProposalStatus;
+use entities::{groups, json::JsonText, policies, proposals};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, QuerySelect, Set};
 use uuid::Uuid;
@@ -122,6 +122,17 @@ pub struct WindowBody {
     pub time_zone: Text,
 }
 
+/// The rule as written, trimmed; [`Window::parse`] says whether it is one.
+impl From<&WindowBody> for WindowSpec {
+    fn from(body: &WindowBody) -> WindowSpec {
+        WindowSpec {
+            rrule: body.rrule.trim().to_owned(),
+            duration_minutes: body.duration_minutes,
+            time_zone: body.time_zone.trim().to_owned(),
+        }
+    }
+}
+
 /// A policy as written by `POST` and `PUT` (a `PUT` replaces the whole policy).
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
@@ -153,11 +164,32 @@ pub struct ScopeView {
     pub selector: Option<String>,
 }
 
-#[derive(Object)]
-pub struct WindowView {
+// A maintenance window's rule as answers show it (a policy's, a job's). Named `JobWindow` in
+// the OpenAPI document, where agents first met it. (No doc comment: it would change the
+// document's schemas.)
+#[derive(Object, Clone)]
+#[oai(rename = "JobWindow")]
+pub struct WindowRule {
     pub rrule: String,
     pub duration_minutes: u32,
     pub time_zone: String,
+}
+
+impl From<WindowSpec> for WindowRule {
+    fn from(spec: WindowSpec) -> WindowRule {
+        WindowRule {
+            rrule: spec.rrule,
+            duration_minutes: spec.duration_minutes,
+            time_zone: spec.time_zone,
+        }
+    }
+}
+
+// A policy's window: its rule and when it next opens.
+#[derive(Object)]
+pub struct WindowView {
+    #[oai(flatten)]
+    pub rule: WindowRule,
     /// When the window next opens (now if it is open); absent when it never opens again.
     #[oai(nullable)]
     pub next_opening: Option<DateTime<Utc>>,
@@ -205,7 +237,7 @@ struct Valid {
     selector: Option<String>,
     required: i32,
     apply: &'static str,
-    window: Option<String>,
+    window: Option<JsonText<WindowSpec>>,
     reboot: &'static str,
     auto_merge: bool,
     updates: &'static str,
@@ -260,24 +292,13 @@ async fn validate<C: ConnectionTrait>(
     let window = match &body.window {
         None => None,
         Some(w) => {
-            let spec = WindowSpec {
-                rrule: w.rrule.trim().to_owned(),
-                duration_minutes: w.duration_minutes,
-                time_zone: w.time_zone.trim().to_owned(),
-            };
+            let spec = WindowSpec::from(w);
             let window = Window::parse(&spec, created)
                 .map_err(|e| ApiError::invalid(format!("window: {e}")))?;
             window
                 .check_fires(now)
                 .map_err(|e| ApiError::invalid(format!("window: {e}")))?;
-            Some(
-                serde_json::json!({
-                    "rrule": spec.rrule,
-                    "duration_minutes": spec.duration_minutes,
-                    "time_zone": spec.time_zone,
-                })
-                .to_string(),
-            )
+            Some(JsonText::new(&spec)?)
         }
     };
     if window.is_none() && body.apply == Apply::AsapInWindow {
@@ -320,32 +341,30 @@ fn severity(text: &str) -> Option<Severity> {
     }
 }
 
-fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
-    let groups: Vec<Uuid> = serde_json::from_str(&row.scope_groups).unwrap_or_default();
-    let window = row.window.as_deref().and_then(|text| {
-        let value: serde_json::Value = serde_json::from_str(text).ok()?;
-        let stored = StoredWindow {
-            rrule: value["rrule"].as_str()?.to_owned(),
-            duration_minutes: u32::try_from(value["duration_minutes"].as_u64()?).ok()?,
-            time_zone: value["time_zone"].as_str()?.to_owned(),
-            created: row.created_at,
-        };
-        let parsed = stored.window().ok();
-        let next_opening = parsed.and_then(|w| {
-            if w.is_open(now) {
-                Some(now)
-            } else {
-                w.next_opening(now)
-            }
-        });
-        Some(WindowView {
-            rrule: stored.rrule,
-            duration_minutes: stored.duration_minutes,
-            time_zone: stored.time_zone,
-            next_opening,
-        })
-    });
-    Policy {
+/// A policy as shown. A stored group list or window that cannot be read is an error (500),
+/// never shown as "every host" or "no window"; a window whose rule no longer parses is shown
+/// with no next opening.
+fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
+    let groups = row.scope_groups.read()?;
+    let window = match &row.window {
+        None => None,
+        Some(column) => {
+            let spec = column.read()?;
+            let parsed = Window::parse(&spec, row.created_at).ok();
+            let next_opening = parsed.and_then(|w| {
+                if w.is_open(now) {
+                    Some(now)
+                } else {
+                    w.next_opening(now)
+                }
+            });
+            Some(WindowView {
+                rule: spec.into(),
+                next_opening,
+            })
+        }
+    };
+    Ok(Policy {
         id: PolicyId::from(row.id),
         version: row.version,
         name: row.name,
@@ -374,7 +393,7 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Policy {
         min_severity: row.min_severity.as_deref().and_then(severity),
         created_at: row.created_at,
         updated_at: row.updated_at,
-    }
+    })
 }
 
 fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
@@ -386,10 +405,6 @@ fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
     } else {
         err.into()
     }
-}
-
-fn groups_json(groups: &[Uuid]) -> String {
-    serde_json::to_string(groups).unwrap_or_else(|_| "[]".into())
 }
 
 async fn evaluate_soon(state: &AppState, policy_id: Uuid) -> Result<(), ApiError> {
@@ -434,7 +449,7 @@ impl PoliciesApi {
             org_id: Set(org.org_id()),
             name: Set(valid.name.clone()),
             version: Set(1),
-            scope_groups: Set(groups_json(&valid.groups)),
+            scope_groups: Set(JsonText::new(&valid.groups)?),
             selector: Set(valid.selector),
             required_approvals: Set(valid.required),
             apply: Set(valid.apply.into()),
@@ -458,7 +473,7 @@ impl PoliciesApi {
             .await?;
         txn.commit().await?;
         evaluate_soon(&state, row.id).await?;
-        Ok(Created::Created(Json(view(row, now))))
+        Ok(Created::Created(Json(view(row, now)?)))
     }
 
     /// The organization's policies, oldest first.
@@ -496,7 +511,7 @@ impl PoliciesApi {
             )
             .await?;
         let now = state.clock.now();
-        Ok(Json(rows.page(|r| view(r, now))))
+        Ok(Json(rows.try_page(|r| view(r, now))?))
     }
 
     /// One policy, with when its window next opens.
@@ -513,7 +528,7 @@ impl PoliciesApi {
         policy_id: Path<PolicyId>,
     ) -> Result<Json<Policy>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
         let row = org.scope().get(&state.db.orm, *policy_id).await?;
-        Ok(Json(view(row, state.clock.now())))
+        Ok(Json(view(row, state.clock.now())?))
     }
 
     /// Replace a policy (every field, as on create); `version` goes up by one. Proposals
@@ -539,7 +554,7 @@ impl PoliciesApi {
         let mut changed: policies::ActiveModel = row.into();
         changed.name = Set(valid.name.clone());
         changed.version = Set(version);
-        changed.scope_groups = Set(groups_json(&valid.groups));
+        changed.scope_groups = Set(JsonText::new(&valid.groups)?);
         changed.selector = Set(valid.selector);
         changed.required_approvals = Set(valid.required);
         changed.apply = Set(valid.apply.into());
@@ -562,7 +577,7 @@ impl PoliciesApi {
             .await?;
         txn.commit().await?;
         evaluate_soon(&state, row.id).await?;
-        Ok(Json(view(row, now)))
+        Ok(Json(view(row, now)?))
     }
 
     /// Delete a policy. Its open and snoozed proposals close; proposals already approved or

@@ -8,25 +8,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
+use entities::json::{
+    Advisory, JsonText, OfferedUpgrade, Release as ReleaseSide, ReleaseUpgrade, Unreadable,
+};
 use uuid::Uuid;
 
 use crate::severity;
-
-/// An advisory as agents report it and proposals show it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Advisory {
-    pub external_id: String,
-    pub source: String,
-    #[serde(default)]
-    pub severity: Option<String>,
-    #[serde(default)]
-    pub title: Option<String>,
-    #[serde(default)]
-    pub url: Option<String>,
-    #[serde(default)]
-    pub cves: Vec<String>,
-}
 
 /// What makes two changes the same change.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,9 +42,8 @@ pub struct Change {
 
 impl Change {
     /// The advisories as a proposal stores them.
-    pub fn advisories_json(&self) -> String {
-        let list: Vec<&Advisory> = self.advisories.values().collect();
-        serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+    pub fn advisory_list(&self) -> Vec<Advisory> {
+        self.advisories.values().cloned().collect()
     }
 
     pub fn max_rank(&self) -> Option<u8> {
@@ -68,8 +54,8 @@ impl Change {
     }
 }
 
-/// A release upgrade a proposal offers: what it is (`{distro, from, to}`) and its hosts.
-pub type Release = (serde_json::Value, BTreeSet<Uuid>);
+/// A release upgrade a proposal offers: what it is and its hosts.
+pub type Release = (ReleaseUpgrade, BTreeSet<Uuid>);
 
 /// What a policy's hosts need now.
 #[derive(Clone, Debug, Default)]
@@ -150,18 +136,16 @@ pub struct Update {
     pub to_version: String,
     pub source_name: Option<String>,
     pub security: bool,
-    /// JSON array of [`Advisory`], as stored.
-    pub advisories: String,
+    pub advisories: JsonText<Vec<Advisory>>,
 }
 
-/// A host's release, and the upgrade its agent says is offered (JSON `{to: {codename,
-/// version}}`, as stored).
+/// A host's release, and the upgrade its agent says is offered.
 #[derive(Clone, Debug, Default)]
 pub struct HostRelease {
     pub distro: Option<String>,
     pub distro_version: Option<String>,
     pub distro_codename: Option<String>,
-    pub release_upgrade: Option<String>,
+    pub release_upgrade: Option<JsonText<OfferedUpgrade>>,
 }
 
 /// Builds the [`Desired`] changes of a policy, one reported update at a time.
@@ -170,7 +154,7 @@ pub struct Grouping<'a> {
     in_flight: &'a InFlight,
     desired: Desired,
     /// The advisories text last parsed for each change: hosts report the same text.
-    parsed: HashMap<u32, String>,
+    parsed: HashMap<u32, JsonText<Vec<Advisory>>>,
 }
 
 impl<'a> Grouping<'a> {
@@ -184,8 +168,9 @@ impl<'a> Grouping<'a> {
     }
 
     /// Adds one update a host reports, unless the policy does not cover it or a proposal
-    /// going ahead carries it for the host.
-    pub fn add(&mut self, update: Update) {
+    /// going ahead carries it for the host. Advisories that cannot be read are an error: an
+    /// update is never proposed as if it fixed nothing.
+    pub fn add(&mut self, update: Update) -> Result<(), Unreadable> {
         let Update {
             host_id: host,
             package,
@@ -204,22 +189,22 @@ impl<'a> Grouping<'a> {
                 to_version.clone(),
             ))
         {
-            return;
+            return Ok(());
         }
         // Hosts report the same advisory text for the same update: parse it only when a
         // filter needs it or the change has not seen this text yet.
-        let unrated = advisories.trim() == "[]";
+        let unrated = advisories.as_str().trim() == "[]";
         if self.coverage.security_only && !security && unrated {
-            return;
+            return Ok(());
         }
         if let Some(min) = self.coverage.min_rank {
-            let list: Vec<Advisory> = serde_json::from_str(&advisories).unwrap_or_default();
-            let rank = list
+            let rank = advisories
+                .read()?
                 .iter()
                 .filter_map(|a| a.severity.as_deref().and_then(severity::rank))
                 .max();
             if rank.is_none_or(|r| r < min) {
-                return;
+                return Ok(());
             }
         }
         let i = self.desired.intern(ChangeKey {
@@ -230,7 +215,7 @@ impl<'a> Grouping<'a> {
         });
         let list = self.desired.hosts.entry(host).or_default();
         if list.last() == Some(&i) || list.contains(&i) {
-            return; // The same change for two architectures of one host.
+            return Ok(()); // The same change for two architectures of one host.
         }
         list.push(i);
         let change = &mut self.desired.changes[i as usize];
@@ -239,8 +224,7 @@ impl<'a> Grouping<'a> {
             change.source_name = source_name;
         }
         if !unrated && self.parsed.get(&i) != Some(&advisories) {
-            let list: Vec<Advisory> = serde_json::from_str(&advisories).unwrap_or_default();
-            for advisory in list {
+            for advisory in advisories.read()? {
                 change
                     .advisories
                     .entry((advisory.source.clone(), advisory.external_id.clone()))
@@ -248,51 +232,50 @@ impl<'a> Grouping<'a> {
             }
             self.parsed.insert(i, advisories);
         }
+        Ok(())
     }
 
     /// Adds the release upgrade `host` is offered, if the policy offers release upgrades and
-    /// no proposal going ahead carries it for the host.
-    pub fn add_release(&mut self, host: Uuid, release: &HostRelease) {
+    /// no proposal going ahead carries it for the host. An offer that cannot be read is an
+    /// error.
+    pub fn add_release(&mut self, host: Uuid, release: &HostRelease) -> Result<(), Unreadable> {
         if !self.coverage.releases {
-            return;
+            return Ok(());
         }
         let (Some(distro), Some(version), Some(upgrade)) = (
             &release.distro,
             &release.distro_version,
             &release.release_upgrade,
         ) else {
-            return;
+            return Ok(());
         };
-        let Ok(upgrade) = serde_json::from_str::<serde_json::Value>(upgrade) else {
-            return;
-        };
-        let to = upgrade.get("to").cloned().unwrap_or_default();
-        let to_version = to
-            .get("version")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default();
-        let to_codename = to
-            .get("codename")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default();
+        let to = upgrade.read()?.to;
+        let to_version = to.version.as_deref().unwrap_or_default();
+        let to_codename = to.codename.as_deref().unwrap_or_default();
         if to_version.is_empty() && to_codename.is_empty() {
-            return;
+            return Ok(());
         }
         let key = format!("{distro}/{version}/{to_version}/{to_codename}");
         if self.in_flight.releases.contains(&(host, key.clone())) {
-            return;
+            return Ok(());
         }
-        let what = serde_json::json!({
-            "distro": distro,
-            "from": {"codename": release.distro_codename, "version": version},
-            "to": {"codename": to.get("codename"), "version": to.get("version")},
-        });
         self.desired
             .releases
             .entry(key)
-            .or_insert_with(|| (what, BTreeSet::new()))
+            .or_insert_with(|| {
+                let what = ReleaseUpgrade {
+                    distro: distro.clone(),
+                    from: ReleaseSide {
+                        codename: release.distro_codename.clone(),
+                        version: Some(version.clone()),
+                    },
+                    to,
+                };
+                (what, BTreeSet::new())
+            })
             .1
             .insert(host);
+        Ok(())
     }
 
     pub fn finish(mut self) -> Desired {
@@ -320,7 +303,7 @@ mod tests {
             to_version: to.into(),
             source_name: Some(package.into()),
             security: advisories != "[]",
-            advisories: advisories.into(),
+            advisories: JsonText::from_stored(advisories),
         }
     }
 
@@ -333,10 +316,12 @@ mod tests {
     fn group(coverage: Coverage, in_flight: &InFlight, reports: Vec<(u128, Update)>) -> Desired {
         let mut grouping = Grouping::new(coverage, in_flight);
         for (h, u) in reports {
-            grouping.add(Update {
-                host_id: host(h),
-                ..u
-            });
+            grouping
+                .add(Update {
+                    host_id: host(h),
+                    ..u
+                })
+                .expect("readable");
         }
         grouping.finish()
     }
@@ -455,19 +440,49 @@ mod tests {
     }
 
     #[test]
+    fn advisories_or_a_release_offer_that_cannot_be_read_are_an_error_not_nothing_fixed() {
+        let in_flight = InFlight::default();
+        let mut grouping = Grouping::new(Coverage::all(), &in_flight);
+        let broken = Update {
+            advisories: JsonText::from_stored(r#"[{"external_id":"1""#),
+            ..update("openssl", "3.0.1", "3.0.4", "[]")
+        };
+        assert!(grouping.add(broken.clone()).is_err());
+        let high = Coverage {
+            security_only: false,
+            min_rank: severity::rank("high"),
+            releases: false,
+        };
+        assert!(Grouping::new(high, &in_flight).add(broken).is_err());
+        let offer = HostRelease {
+            distro: Some("ubuntu".into()),
+            distro_version: Some("24.04".into()),
+            distro_codename: Some("noble".into()),
+            release_upgrade: Some(JsonText::from_stored(r#"{"to":"plucky"}"#)),
+        };
+        assert!(grouping.add_release(host(1), &offer).is_err());
+    }
+
+    #[test]
     fn release_upgrades_group_by_distribution_and_both_releases() {
         let noble = |to: &str| HostRelease {
             distro: Some("ubuntu".into()),
             distro_version: Some("24.04".into()),
             distro_codename: Some("noble".into()),
-            release_upgrade: Some(format!(r#"{{"to":{{"codename":"{to}","version":"x"}}}}"#)),
+            release_upgrade: Some(JsonText::from_stored(format!(
+                r#"{{"to":{{"codename":"{to}","version":"x"}}}}"#
+            ))),
         };
         let in_flight = InFlight::default();
         let mut grouping = Grouping::new(Coverage::all(), &in_flight);
-        grouping.add_release(host(1), &noble("plucky"));
-        grouping.add_release(host(2), &noble("plucky"));
-        grouping.add_release(host(3), &noble("questing"));
-        grouping.add_release(host(4), &HostRelease::default());
+        for (h, release) in [
+            (1, noble("plucky")),
+            (2, noble("plucky")),
+            (3, noble("questing")),
+            (4, HostRelease::default()),
+        ] {
+            grouping.add_release(host(h), &release).expect("readable");
+        }
         let desired = grouping.finish();
         let keys: Vec<(&String, usize)> = desired
             .releases
@@ -488,7 +503,9 @@ mod tests {
             releases: false,
         };
         let mut grouping = Grouping::new(security, &in_flight);
-        grouping.add_release(host(1), &noble("plucky"));
+        grouping
+            .add_release(host(1), &noble("plucky"))
+            .expect("readable");
         assert!(
             grouping.finish().releases.is_empty(),
             "only an all-updates policy"

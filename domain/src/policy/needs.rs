@@ -5,8 +5,9 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use entities::{
-    group_hosts, host_updates, hosts, known_exploited, policies, proposal_changes, proposal_hosts,
-    proposals,
+    group_hosts, host_updates, hosts,
+    json::{JsonText, Labels, OfferedUpgrade},
+    known_exploited, policies, proposal_changes, proposal_hosts, proposals,
 };
 use platform::ids::PolicyId;
 use sea_orm::{
@@ -72,11 +73,11 @@ async fn scope_hosts(
     }
     type Row = (
         Uuid,
-        String,
+        JsonText<Labels>,
         Option<String>,
         Option<String>,
         Option<String>,
-        Option<String>,
+        Option<JsonText<OfferedUpgrade>>,
     );
     let rows: Vec<Row> = query.into_tuple().all(txn).await?;
     Ok(rows
@@ -97,7 +98,9 @@ async fn scope_hosts(
 }
 
 /// What the policy's hosts need: their available updates that the policy covers, less what a
-/// proposal already going ahead carries for them.
+/// proposal already going ahead carries for them. A reported update or release offer that
+/// cannot be read is an error (`DbErr::Json`): the policy is not evaluated until the host
+/// reports again.
 pub async fn desired(
     txn: &DatabaseTransaction,
     policy: &policies::Model,
@@ -124,11 +127,11 @@ pub async fn desired(
             .all(txn)
             .await?;
         for update in rows {
-            grouping.add(update);
+            grouping.add(update)?;
         }
     }
     for host in &hosts {
-        grouping.add_release(host.id, &host.release);
+        grouping.add_release(host.id, &host.release)?;
     }
     Ok(grouping.finish())
 }
@@ -142,7 +145,7 @@ async fn in_flight(txn: &DatabaseTransaction, policy_id: Uuid) -> Result<InFligh
         .await?;
     let mut carried = InFlight::default();
     for proposal in going {
-        let targets: Vec<(Uuid, String)> = proposal_hosts::Entity::find()
+        let targets: Vec<(Uuid, JsonText<Vec<i32>>)> = proposal_hosts::Entity::find()
             .select_only()
             .column(proposal_hosts::Column::HostId)
             .column(proposal_hosts::Column::Changes)

@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use entities::json::JsonText;
 use uuid::Uuid;
 
 use super::grouping::{ChangeKey, Desired, Release};
@@ -100,28 +101,28 @@ pub fn diff_changes(stored: &[(i32, ChangeKey)], desired: &Desired) -> ChangeDif
     diff
 }
 
-/// A host's change list as a proposal stores it: a sorted JSON array of positions.
-pub fn encode(positions: impl Iterator<Item = i32>) -> String {
+/// A host's change list as a proposal stores it: its positions, ascending.
+pub fn encode(positions: impl Iterator<Item = i32>) -> Vec<i32> {
     let mut list: Vec<i32> = positions.collect();
     list.sort_unstable();
-    serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+    list
 }
 
 /// How a proposal's stored hosts become the desired ones.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostDiff {
     /// Hosts that join, with their change lists.
-    pub added: Vec<(Uuid, String)>,
-    /// Hosts whose change list differs.
-    pub changed: Vec<(Uuid, String)>,
+    pub added: Vec<(Uuid, Vec<i32>)>,
+    /// Hosts whose change list differs (or cannot be read: it is written again).
+    pub changed: Vec<(Uuid, Vec<i32>)>,
     /// Hosts that leave.
     pub removed: Vec<Uuid>,
 }
 
 /// `stored` maps each host to its stored change list; `positions` is
-/// [`ChangeDiff::positions`].
+/// [`ChangeDiff::positions`]. A stored list that cannot be read differs from every list.
 pub fn diff_hosts(
-    mut stored: HashMap<Uuid, String>,
+    mut stored: HashMap<Uuid, JsonText<Vec<i32>>>,
     desired: &Desired,
     positions: &[i32],
 ) -> HostDiff {
@@ -132,7 +133,7 @@ pub fn diff_hosts(
                 .filter_map(|i| positions.get(*i as usize).copied()),
         );
         match stored.remove(host) {
-            Some(old) if old == changes => {}
+            Some(old) if old.read().is_ok_and(|old| old == changes) => {}
             Some(_) => diff.changed.push((*host, changes)),
             None => diff.added.push((*host, changes)),
         }
@@ -195,18 +196,28 @@ mod tests {
         let in_flight = InFlight::default();
         let mut grouping = Grouping::new(Coverage::all(), &in_flight);
         for (host, package, from, to) in reports {
-            grouping.add(Update {
-                host_id: Uuid::from_u128(*host),
-                package: (*package).into(),
-                ecosystem: "deb".into(),
-                from_version: (*from).into(),
-                to_version: (*to).into(),
-                source_name: None,
-                security: false,
-                advisories: "[]".into(),
-            });
+            grouping
+                .add(Update {
+                    host_id: Uuid::from_u128(*host),
+                    package: (*package).into(),
+                    ecosystem: "deb".into(),
+                    from_version: (*from).into(),
+                    to_version: (*to).into(),
+                    source_name: None,
+                    security: false,
+                    advisories: JsonText::from_stored("[]"),
+                })
+                .expect("readable");
         }
         grouping.finish()
+    }
+
+    fn upgrade() -> entities::json::ReleaseUpgrade {
+        entities::json::ReleaseUpgrade {
+            distro: "ubuntu".into(),
+            from: Default::default(),
+            to: Default::default(),
+        }
     }
 
     fn current(auto_merge: bool, changes: &[ChangeKey]) -> Option<Current<'_>> {
@@ -300,26 +311,37 @@ mod tests {
             (2, "zlib", "1.2", "1.3"),
         ]);
         let positions = vec![7, 3];
-        let stored: HashMap<Uuid, String> = [
-            (Uuid::from_u128(1), "[7]".to_owned()),
-            (Uuid::from_u128(2), "[7]".to_owned()),
-            (Uuid::from_u128(9), "[3]".to_owned()),
+        let stored: HashMap<Uuid, JsonText<Vec<i32>>> = [
+            (Uuid::from_u128(1), JsonText::from_stored("[7]")),
+            (Uuid::from_u128(2), JsonText::from_stored("[7]")),
+            (Uuid::from_u128(9), JsonText::from_stored("[3]")),
         ]
         .into();
         let diff = diff_hosts(stored, &need, &positions);
         assert_eq!(diff.added, vec![]);
-        assert_eq!(diff.changed, vec![(Uuid::from_u128(2), "[3,7]".to_owned())]);
+        assert_eq!(diff.changed, vec![(Uuid::from_u128(2), vec![3, 7])]);
         assert_eq!(diff.removed, vec![Uuid::from_u128(9)]);
 
-        let again: HashMap<Uuid, String> = [
-            (Uuid::from_u128(1), "[7]".to_owned()),
-            (Uuid::from_u128(2), "[3,7]".to_owned()),
+        let again: HashMap<Uuid, JsonText<Vec<i32>>> = [
+            (Uuid::from_u128(1), JsonText::from_stored("[7]")),
+            (Uuid::from_u128(2), JsonText::from_stored("[3, 7]")),
         ]
         .into();
         assert_eq!(
             diff_hosts(again, &need, &positions),
             HostDiff::default(),
             "the same needs twice change nothing"
+        );
+
+        let corrupt: HashMap<Uuid, JsonText<Vec<i32>>> = [
+            (Uuid::from_u128(1), JsonText::from_stored("[7")),
+            (Uuid::from_u128(2), JsonText::from_stored("[3,7]")),
+        ]
+        .into();
+        assert_eq!(
+            diff_hosts(corrupt, &need, &positions).changed,
+            vec![(Uuid::from_u128(1), vec![7])],
+            "a list that cannot be read is written again"
         );
     }
 
@@ -329,12 +351,9 @@ mod tests {
         let desired: BTreeMap<String, Release> = [
             (
                 "ubuntu/22.04/24.04/noble".to_owned(),
-                (serde_json::Value::Null, hosts.clone()),
+                (upgrade(), hosts.clone()),
             ),
-            (
-                "ubuntu/24.04/25.04/plucky".to_owned(),
-                (serde_json::Value::Null, hosts),
-            ),
+            ("ubuntu/24.04/25.04/plucky".to_owned(), (upgrade(), hosts)),
         ]
         .into();
         let current = [

@@ -1,10 +1,13 @@
 //! The rules a new proposal is opened under, copied from its policy so that a later policy
 //! change does not move an open proposal.
 
-use entities::policies;
+use entities::{
+    json::{JsonText, ProposalWindow},
+    policies,
+};
 use uuid::Uuid;
 
-use crate::window::{StoredWindow, UnreadableWindow};
+use crate::window::{self, UnreadableWindow};
 
 /// What a proposal copies from its policy when it opens.
 #[derive(Clone, Debug)]
@@ -15,8 +18,8 @@ pub struct Rules {
     pub version: i32,
     pub required: i32,
     pub apply: String,
-    /// The window as a proposal stores it ([`StoredWindow`] as JSON).
-    pub window: Option<String>,
+    /// The window as a proposal stores it.
+    pub window: Option<JsonText<ProposalWindow>>,
     pub reboot: String,
     pub auto_merge: bool,
 }
@@ -25,8 +28,8 @@ impl Rules {
     /// The rules of `policy`; an error when its window cannot be read, so that no proposal
     /// opens as if the policy had none.
     pub fn of(policy: &policies::Model) -> Result<Rules, UnreadableWindow> {
-        let window = StoredWindow::of_policy(policy.window.as_deref(), policy.created_at)?
-            .map(|w| serde_json::to_string(&w))
+        let window = window::of_policy(policy.window.as_ref(), policy.created_at)?
+            .map(|w| JsonText::new(&w))
             .transpose()
             .map_err(|e| UnreadableWindow(e.to_string()))?;
         Ok(Rules {

@@ -4,9 +4,12 @@
 //! Scope fails closed: a stored group list or selector that cannot be read covers no host
 //! (never every host), and a host whose labels cannot be read is not matched by a selector.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use entities::policies;
+use entities::{
+    json::{JsonText, Labels},
+    policies,
+};
 use platform::selector::Selector;
 use uuid::Uuid;
 
@@ -21,16 +24,20 @@ pub struct Scope {
 /// Why a stored scope cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum UnreadableScope {
-    #[error("the stored group list is not a JSON array of group ids: {0}")]
+    #[error("the stored group list cannot be read: {0}")]
     Groups(String),
     #[error("the stored selector does not parse: {0}")]
     Selector(String),
 }
 
 impl Scope {
-    /// Reads `scope_groups` (a JSON array of UUIDs) and `selector` as stored.
-    pub fn read(scope_groups: &str, selector: Option<&str>) -> Result<Scope, UnreadableScope> {
-        let groups: Vec<Uuid> = serde_json::from_str(scope_groups)
+    /// Reads `scope_groups` and `selector` as stored.
+    pub fn read(
+        scope_groups: &JsonText<Vec<Uuid>>,
+        selector: Option<&str>,
+    ) -> Result<Scope, UnreadableScope> {
+        let groups = scope_groups
+            .read()
             .map_err(|e| UnreadableScope::Groups(e.to_string()))?;
         let selector = selector
             .map(Selector::parse)
@@ -49,22 +56,19 @@ impl Scope {
         &self.groups
     }
 
-    /// Whether a host with these stored labels (a JSON object) matches the selector. Without
-    /// a selector every host does; with one, labels that cannot be read match nothing.
-    pub fn admits(&self, labels: &str) -> bool {
+    /// Whether a host with these stored labels matches the selector. Without a selector
+    /// every host does; with one, labels that cannot be read match nothing.
+    pub fn admits(&self, labels: &JsonText<Labels>) -> bool {
         let Some(selector) = &self.selector else {
             return true;
         };
-        match serde_json::from_str::<BTreeMap<String, String>>(labels) {
-            Ok(labels) => selector.matches(&labels),
-            Err(_) => false,
-        }
+        labels.read().is_ok_and(|labels| selector.matches(&labels))
     }
 
     /// The whole rule for one host: in a scope group (or the scope names none) and admitted
     /// by the selector. Evaluation applies the group part in its query and [`Scope::admits`]
     /// to the rows it reads; this says what the two together mean.
-    pub fn covers(&self, host_groups: &BTreeSet<Uuid>, labels: &str) -> bool {
+    pub fn covers(&self, host_groups: &BTreeSet<Uuid>, labels: &JsonText<Labels>) -> bool {
         let in_group =
             self.groups.is_empty() || self.groups.iter().any(|g| host_groups.contains(g));
         in_group && self.admits(labels)
@@ -83,63 +87,79 @@ mod tests {
         ids.iter().map(|n| id(*n)).collect()
     }
 
-    const PROD_WEB: &str = r#"{"env":"prod","tier":"web"}"#;
-    const STAGING_DB: &str = r#"{"env":"staging","tier":"db"}"#;
+    fn json<T>(text: &str) -> JsonText<T> {
+        JsonText::from_stored(text)
+    }
+
+    fn read(groups: &str, selector: Option<&str>) -> Result<Scope, UnreadableScope> {
+        Scope::read(&json(groups), selector)
+    }
+
+    fn prod_web() -> JsonText<Labels> {
+        json(r#"{"env":"prod","tier":"web"}"#)
+    }
+
+    fn staging_db() -> JsonText<Labels> {
+        json(r#"{"env":"staging","tier":"db"}"#)
+    }
 
     #[test]
     fn no_groups_and_no_selector_cover_every_live_host() {
-        let scope = Scope::read("[]", None).expect("readable");
+        let scope = read("[]", None).expect("readable");
         assert!(scope.groups().is_empty());
-        assert!(scope.covers(&groups(&[]), PROD_WEB));
-        assert!(scope.covers(&groups(&[7]), "{}"));
+        assert!(scope.covers(&groups(&[]), &prod_web()));
+        assert!(scope.covers(&groups(&[7]), &json("{}")));
     }
 
     #[test]
     fn groups_cover_their_members_only() {
         let text = serde_json::to_string(&[id(1), id(2)]).unwrap_or_default();
-        let scope = Scope::read(&text, None).expect("readable");
-        assert!(scope.covers(&groups(&[2, 9]), PROD_WEB));
-        assert!(!scope.covers(&groups(&[9]), PROD_WEB));
-        assert!(!scope.covers(&groups(&[]), PROD_WEB));
+        let scope = read(&text, None).expect("readable");
+        assert!(scope.covers(&groups(&[2, 9]), &prod_web()));
+        assert!(!scope.covers(&groups(&[9]), &prod_web()));
+        assert!(!scope.covers(&groups(&[]), &prod_web()));
     }
 
     #[test]
     fn the_selector_must_also_match() {
         let text = serde_json::to_string(&[id(1)]).unwrap_or_default();
-        let scope = Scope::read(&text, Some("env=prod,tier in (web,db)")).expect("readable");
-        assert!(scope.covers(&groups(&[1]), PROD_WEB));
-        assert!(!scope.covers(&groups(&[1]), STAGING_DB), "env differs");
-        assert!(!scope.covers(&groups(&[2]), PROD_WEB), "not in the group");
+        let scope = read(&text, Some("env=prod,tier in (web,db)")).expect("readable");
+        assert!(scope.covers(&groups(&[1]), &prod_web()));
+        assert!(!scope.covers(&groups(&[1]), &staging_db()), "env differs");
+        assert!(
+            !scope.covers(&groups(&[2]), &prod_web()),
+            "not in the group"
+        );
     }
 
     #[test]
     fn an_unreadable_group_list_or_selector_is_an_error_not_every_host() {
         assert!(matches!(
-            Scope::read("not json", None),
+            read("not json", None),
             Err(UnreadableScope::Groups(_))
         ));
         assert!(matches!(
-            Scope::read(r#"["not-a-uuid"]"#, None),
+            read(r#"["not-a-uuid"]"#, None),
             Err(UnreadableScope::Groups(_))
         ));
         assert!(matches!(
-            Scope::read("[]", Some("env in prod")),
+            read("[]", Some("env in prod")),
             Err(UnreadableScope::Selector(_))
         ));
         assert!(matches!(
-            Scope::read("[]", Some("")),
+            read("[]", Some("")),
             Err(UnreadableScope::Selector(_))
         ));
     }
 
     #[test]
     fn labels_that_cannot_be_read_match_no_selector_even_a_negative_one() {
-        let scope = Scope::read("[]", Some("env!=prod")).expect("readable");
-        assert!(scope.admits(STAGING_DB));
-        assert!(!scope.admits("{broken"));
-        let everyone = Scope::read("[]", None).expect("readable");
+        let scope = read("[]", Some("env!=prod")).expect("readable");
+        assert!(scope.admits(&staging_db()));
+        assert!(!scope.admits(&json("{broken")));
+        let everyone = read("[]", None).expect("readable");
         assert!(
-            everyone.admits("{broken"),
+            everyone.admits(&json("{broken")),
             "no selector: labels do not matter"
         );
     }

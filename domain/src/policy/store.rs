@@ -4,7 +4,10 @@
 use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
-use entities::{proposal_changes, proposal_hosts, proposals};
+use entities::{
+    json::{JsonText, ReleaseUpgrade, Unwritable},
+    proposal_changes, proposal_hosts, proposals,
+};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
     QuerySelect, Set,
@@ -26,7 +29,7 @@ use crate::{
 const WRITE_CHUNK: usize = 200;
 
 /// A release upgrade to open a proposal for: its key, what it is, its hosts.
-pub type ReleaseToOpen<'a> = (&'a str, &'a serde_json::Value, &'a BTreeSet<Uuid>);
+pub type ReleaseToOpen<'a> = (&'a str, &'a ReleaseUpgrade, &'a BTreeSet<Uuid>);
 
 /// Opens a proposal for `desired` (a package proposal) or `release`. Under rules that need
 /// no approval it goes ahead at once.
@@ -60,7 +63,9 @@ pub async fn open(
         max_severity: Set(summary.max_severity.clone()),
         hosts: Set(summary.hosts),
         packages: Set(summary.packages),
-        release_upgrade: Set(release.map(|(_, what, _)| what.to_string())),
+        release_upgrade: Set(release
+            .map(|(_, what, _)| JsonText::new(what))
+            .transpose()?),
         created_at: Set(now),
         updated_at: Set(now),
         closed_at: Set(None),
@@ -72,8 +77,8 @@ pub async fn open(
     .await?;
     match release {
         Some((_, _, hosts)) => {
-            let rows = hosts.iter().map(|h| host_row(proposal.id, *h, "[]".into()));
-            insert_hosts(txn, rows.collect()).await?;
+            let rows = hosts.iter().map(|h| host_row(proposal.id, *h, &[]));
+            insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
         }
         None => {
             let rows: Vec<proposal_changes::ActiveModel> = desired
@@ -89,16 +94,16 @@ pub async fn open(
                         change,
                     )
                 })
-                .collect();
+                .collect::<Result<_, _>>()?;
             for chunk in rows.chunks(WRITE_CHUNK) {
                 proposal_changes::Entity::insert_many(chunk.to_vec())
                     .exec(txn)
                     .await?;
             }
             let rows = desired.hosts.iter().map(|(host, list)| {
-                host_row(proposal.id, *host, encode(list.iter().map(|i| *i as i32)))
+                host_row(proposal.id, *host, &encode(list.iter().map(|i| *i as i32)))
             });
-            insert_hosts(txn, rows.collect()).await?;
+            insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
         }
     }
     record(
@@ -121,8 +126,8 @@ fn change_row(
     position: i32,
     key: &ChangeKey,
     change: &Change,
-) -> proposal_changes::ActiveModel {
-    proposal_changes::ActiveModel {
+) -> Result<proposal_changes::ActiveModel, Unwritable> {
+    Ok(proposal_changes::ActiveModel {
         proposal_id: Set(proposal_id),
         position: Set(position),
         package: Set(key.package.clone()),
@@ -131,16 +136,20 @@ fn change_row(
         to_version: Set(key.to_version.clone()),
         source_name: Set(change.source_name.clone()),
         hosts: Set(change.hosts),
-        advisories: Set(change.advisories_json()),
-    }
+        advisories: Set(JsonText::new(&change.advisory_list())?),
+    })
 }
 
-fn host_row(proposal_id: Uuid, host_id: Uuid, changes: String) -> proposal_hosts::ActiveModel {
-    proposal_hosts::ActiveModel {
+fn host_row(
+    proposal_id: Uuid,
+    host_id: Uuid,
+    changes: &[i32],
+) -> Result<proposal_hosts::ActiveModel, Unwritable> {
+    Ok(proposal_hosts::ActiveModel {
         proposal_id: Set(proposal_id),
         host_id: Set(host_id),
-        changes: Set(changes),
-    }
+        changes: Set(JsonText::new(&changes.to_vec())?),
+    })
 }
 
 async fn insert_hosts(
@@ -200,14 +209,15 @@ pub async fn update_in_place(
         let (Some(row), Some((_, change))) = (rows.remove(position), desired.change(*i)) else {
             continue;
         };
-        let advisories = change.advisories_json();
+        let advisories = change.advisory_list();
+        // Compared by meaning, not text; a stored list that cannot be read is written again.
         if row.hosts != change.hosts
-            || row.advisories != advisories
+            || row.advisories.read().ok().as_ref() != Some(&advisories)
             || row.source_name != change.source_name
         {
             let mut active: proposal_changes::ActiveModel = row.into();
             active.hosts = Set(change.hosts);
-            active.advisories = Set(advisories);
+            active.advisories = Set(JsonText::new(&advisories)?);
             active.source_name = Set(change.source_name.clone());
             active.update(txn).await?;
             touched = true;
@@ -228,7 +238,7 @@ pub async fn update_in_place(
             let (key, change) = desired.change(*i)?;
             Some(change_row(current.id, *position, key, change))
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     for chunk in inserts.chunks(WRITE_CHUNK) {
         touched = true;
         proposal_changes::Entity::insert_many(chunk.to_vec())
@@ -236,12 +246,12 @@ pub async fn update_in_place(
             .await?;
     }
 
-    let stored_hosts: HashMap<Uuid, String> = proposal_hosts::Entity::find()
+    let stored_hosts: HashMap<Uuid, JsonText<Vec<i32>>> = proposal_hosts::Entity::find()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .column(proposal_hosts::Column::Changes)
         .filter(proposal_hosts::Column::ProposalId.eq(current.id))
-        .into_tuple::<(Uuid, String)>()
+        .into_tuple::<(Uuid, JsonText<Vec<i32>>)>()
         .all(txn)
         .await?
         .into_iter()
@@ -249,7 +259,7 @@ pub async fn update_in_place(
     let hosts = diff_hosts(stored_hosts, desired, &changes.positions);
     for (host, list) in hosts.changed {
         touched = true;
-        proposal_hosts::Entity::update(host_row(current.id, host, list))
+        proposal_hosts::Entity::update(host_row(current.id, host, &list)?)
             .exec(txn)
             .await?;
     }
@@ -258,8 +268,8 @@ pub async fn update_in_place(
         let rows = hosts
             .added
             .into_iter()
-            .map(|(host, list)| host_row(current.id, host, list));
-        insert_hosts(txn, rows.collect()).await?;
+            .map(|(host, list)| host_row(current.id, host, &list));
+        insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
     }
     if !hosts.removed.is_empty() {
         touched = true;
@@ -307,8 +317,8 @@ pub async fn set_release_hosts(
     }
     let added: Vec<_> = hosts
         .difference(&stored)
-        .map(|h| host_row(proposal.id, *h, "[]".into()))
-        .collect();
+        .map(|h| host_row(proposal.id, *h, &[]))
+        .collect::<Result<_, _>>()?;
     insert_hosts(txn, added).await?;
     let left: Vec<Uuid> = stored.difference(hosts).copied().collect();
     remove_hosts(txn, proposal.id, &left).await?;

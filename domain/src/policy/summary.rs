@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use entities::json::{Release, ReleaseUpgrade};
+
 use super::grouping::{Change, Desired};
 use crate::severity;
 
@@ -57,8 +59,8 @@ pub fn summarize(desired: &Desired, kev: &HashSet<String>) -> Summary {
     }
 }
 
-/// A release upgrade proposal's summary; `what` is `{distro, from, to}`.
-pub fn release_summary(what: &serde_json::Value, hosts: usize) -> Summary {
+/// A release upgrade proposal's summary.
+pub fn release_summary(what: &ReleaseUpgrade, hosts: usize) -> Summary {
     Summary {
         kind: "dist_upgrade",
         title: release_title(what),
@@ -69,22 +71,21 @@ pub fn release_summary(what: &serde_json::Value, hosts: usize) -> Summary {
     }
 }
 
-fn release_title(what: &serde_json::Value) -> String {
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
-    let side = |v: &serde_json::Value| {
-        let version = text(&v["version"]);
-        let codename = text(&v["codename"]);
+fn release_title(what: &ReleaseUpgrade) -> String {
+    let side = |r: &Release| {
+        let version = r.version.as_deref().unwrap_or_default();
+        let codename = r.codename.as_deref().unwrap_or_default();
         match (version.is_empty(), codename.is_empty()) {
             (false, false) => format!("{version} ({codename})"),
-            (false, true) => version,
-            _ => codename,
+            (false, true) => version.to_owned(),
+            _ => codename.to_owned(),
         }
     };
     format!(
         "Upgrade {} {} to {}",
-        text(&what["distro"]),
-        side(&what["from"]),
-        side(&what["to"])
+        what.distro,
+        side(&what.from),
+        side(&what.to)
     )
 }
 
@@ -93,22 +94,26 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use entities::json::JsonText;
+
     use crate::policy::grouping::{Coverage, Grouping, InFlight, Update};
 
     fn desired(updates: &[(&str, &str)]) -> Desired {
         let in_flight = InFlight::default();
         let mut grouping = Grouping::new(Coverage::all(), &in_flight);
         for (package, advisories) in updates {
-            grouping.add(Update {
-                host_id: Uuid::from_u128(1),
-                package: (*package).into(),
-                ecosystem: "deb".into(),
-                from_version: "1".into(),
-                to_version: "2".into(),
-                source_name: None,
-                security: *advisories != "[]",
-                advisories: (*advisories).into(),
-            });
+            grouping
+                .add(Update {
+                    host_id: Uuid::from_u128(1),
+                    package: (*package).into(),
+                    ecosystem: "deb".into(),
+                    from_version: "1".into(),
+                    to_version: "2".into(),
+                    source_name: None,
+                    security: *advisories != "[]",
+                    advisories: JsonText::from_stored(*advisories),
+                })
+                .expect("readable");
         }
         grouping.finish()
     }
@@ -144,11 +149,17 @@ mod tests {
 
     #[test]
     fn a_release_upgrade_is_titled_by_both_releases() {
-        let what = serde_json::json!({
-            "distro": "ubuntu",
-            "from": {"codename": "jammy", "version": "22.04"},
-            "to": {"codename": "noble", "version": null},
-        });
+        let what = ReleaseUpgrade {
+            distro: "ubuntu".into(),
+            from: Release {
+                codename: Some("jammy".into()),
+                version: Some("22.04".into()),
+            },
+            to: Release {
+                codename: Some("noble".into()),
+                version: None,
+            },
+        };
         assert_eq!(
             release_summary(&what, 3).title,
             "Upgrade ubuntu 22.04 (jammy) to noble"

@@ -84,12 +84,10 @@ pub async fn approve<C: ConnectionTrait>(
         return Err(not_decidable(&p));
     }
     if p.kind == "dist_upgrade" {
-        let distro = p
-            .release_upgrade
-            .as_deref()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-            .and_then(|v| v["distro"].as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let distro = match &p.release_upgrade {
+            Some(column) => column.read().map_err(DbErr::from)?.distro,
+            None => String::new(),
+        };
         if !EXECUTABLE_RELEASE_UPGRADES.contains(&distro.as_str()) {
             return Err(Refusal::NotExecutable(format!(
                 "No agent carries out release upgrades of {distro:?} yet."

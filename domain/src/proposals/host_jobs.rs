@@ -5,46 +5,21 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use entities::{host_jobs, hosts, proposal_changes, proposal_hosts, proposals};
-use platform::ids::{HostId, ProposalId};
+use entities::{
+    host_jobs, hosts,
+    json::{JobChange, JobPayload, JsonText},
+    proposal_changes, proposal_hosts, proposals,
+};
+use platform::{
+    ids::{HostId, ProposalId},
+    window::WindowSpec,
+};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{status::HostJobStatus, window::StoredWindow};
-
-/// What an agent is asked to do for one proposal.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct JobPayload {
-    pub proposal_id: String,
-    pub proposal_number: i64,
-    pub kind: String,
-    /// never, immediate or in_window; the agent reboots only if its own configuration permits.
-    pub reboot: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub changes: Vec<JobChange>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release_upgrade: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<JobWindow>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct JobChange {
-    pub package: String,
-    pub ecosystem: String,
-    pub from_version: String,
-    pub to_version: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct JobWindow {
-    pub rrule: String,
-    pub duration_minutes: u32,
-    pub time_zone: String,
-}
+use crate::{status::HostJobStatus, window};
 
 const JOB_CHUNK: usize = 500;
 
@@ -59,9 +34,9 @@ pub fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
 
 /// The change positions a `proposal_hosts.changes` column lists. The column is written only
 /// by evaluation; should it not read, the host is given no change (and the fact is logged),
-/// never another host's.
-pub fn positions(proposal_id: Uuid, host_id: Uuid, text: &str) -> Vec<i32> {
-    serde_json::from_str(text).unwrap_or_else(|err| {
+/// never another host's. Preflight fails such a host before approval.
+pub fn positions(proposal_id: Uuid, host_id: Uuid, column: &JsonText<Vec<i32>>) -> Vec<i32> {
+    column.read().unwrap_or_else(|err| {
         tracing::error!(
             proposal_id = %ProposalId::from(proposal_id),
             host_id = %HostId::from(host_id),
@@ -74,19 +49,12 @@ pub fn positions(proposal_id: Uuid, host_id: Uuid, text: &str) -> Vec<i32> {
 
 /// The reboot a job asks for and the window it names. A reboot that waits for the window
 /// becomes `never` when the window cannot be read: the agent must not pick an hour itself.
-fn reboot_and_window(proposal: &proposals::Model) -> (String, Option<JobWindow>) {
+fn reboot_and_window(proposal: &proposals::Model) -> (String, Option<WindowSpec>) {
     if proposal.reboot != "in_window" {
         return (proposal.reboot.clone(), None);
     }
-    match StoredWindow::read(proposal.window.as_deref()) {
-        Ok(Some(w)) => (
-            proposal.reboot.clone(),
-            Some(JobWindow {
-                rrule: w.rrule,
-                duration_minutes: w.duration_minutes,
-                time_zone: w.time_zone,
-            }),
-        ),
+    match window::of_proposal(proposal.window.as_ref()) {
+        Ok(Some(w)) => (proposal.reboot.clone(), Some(w.rule)),
         Ok(None) => (proposal.reboot.clone(), None),
         Err(err) => {
             tracing::error!(
@@ -122,7 +90,7 @@ pub async fn create_jobs<C: ConnectionTrait>(
             )
         })
         .collect();
-    let targets: Vec<(Uuid, String)> = proposal_hosts::Entity::find()
+    let targets: Vec<(Uuid, JsonText<Vec<i32>>)> = proposal_hosts::Entity::find()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .column(proposal_hosts::Column::Changes)
@@ -134,22 +102,34 @@ pub async fn create_jobs<C: ConnectionTrait>(
     let (reboot, window) = reboot_and_window(proposal);
     let release_upgrade = proposal
         .release_upgrade
-        .as_deref()
-        .and_then(|t| serde_json::from_str(t).ok());
+        .as_ref()
+        .map(JsonText::read)
+        .transpose()?;
     // The agent's permissions are a ceiling: a job never asks for a reboot the host's own
-    // configuration does not permit (an agent too old to report permissions is asked as is).
+    // configuration does not permit (an agent too old to report permissions is asked as is;
+    // permissions that cannot be read permit no reboot).
     let may_not_reboot: HashSet<Uuid> = hosts::Entity::find()
         .select_only()
         .column(hosts::Column::Id)
         .column(hosts::Column::AgentPermissions)
         .filter(hosts::Column::Id.in_subquery(hosts_of(proposal.id)))
-        .into_tuple::<(Uuid, Option<String>)>()
+        .into_tuple::<(Uuid, Option<JsonText<Vec<String>>>)>()
         .all(txn)
         .await?
         .into_iter()
         .filter_map(|(id, permissions)| {
-            let list: Vec<String> = serde_json::from_str(permissions.as_deref()?).ok()?;
-            (!list.iter().any(|p| p == "reboot")).then_some(id)
+            let permitted = permissions?.read().map_or_else(
+                |err| {
+                    tracing::error!(
+                        host_id = %HostId::from(id),
+                        error = %err,
+                        "a host's agent permissions cannot be read: its job does not reboot"
+                    );
+                    false
+                },
+                |list| list.iter().any(|p| p == "reboot"),
+            );
+            (!permitted).then_some(id)
         })
         .collect();
     let mut rows = Vec::with_capacity(targets.len());
@@ -180,7 +160,7 @@ pub async fn create_jobs<C: ConnectionTrait>(
             } else {
                 "apply_updates".into()
             }),
-            payload: Set(serde_json::to_string(&payload).unwrap_or_default()),
+            payload: Set(JsonText::new(&payload)?),
             status: Set(HostJobStatus::Pending.to_string()),
             log: Set(None),
             rebooted: Set(None),

@@ -13,7 +13,7 @@ pub mod preflight;
 pub mod settle;
 
 use chrono::{DateTime, Utc};
-use entities::{audit_events, organizations, proposals};
+use entities::{audit_events, json::JsonText, organizations, proposals};
 use platform::ids::ProposalId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
@@ -21,12 +21,13 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-pub use host_jobs::{JobChange, JobPayload, JobWindow, create_jobs, hosts_of};
+pub use entities::json::{JobChange, JobPayload};
+pub use host_jobs::{create_jobs, hosts_of};
 pub use settle::{outcome, settle};
 
 use crate::{
     status::ProposalStatus,
-    window::{StoredWindow, UnreadableWindow},
+    window::{self, UnreadableWindow},
 };
 
 /// Approvals still needed: zero for a final proposal, one going ahead, and once there are
@@ -78,7 +79,7 @@ pub async fn record<C: ConnectionTrait>(
         target_kind: Set(Some("proposal".into())),
         target_id: Set(Some(ProposalId::from(proposal.id).to_string())),
         ip: Set(None),
-        details: Set(Some(details.to_string())),
+        details: Set(Some(JsonText::new(&details)?)),
         created_at: Set(now),
     }
     .insert(txn)
@@ -105,13 +106,13 @@ pub fn destination(
     if proposal.apply != "asap_in_window" {
         return Ok(Destination::Approved);
     }
-    let Some(window) = StoredWindow::read(proposal.window.as_deref())? else {
+    let Some(window) = window::of_proposal(proposal.window.as_ref())? else {
         // A policy with `asap_in_window` always has a window (the api refuses one without).
         return Err(UnreadableWindow(
             "apply is asap_in_window but the proposal has no window".into(),
         ));
     };
-    let window = window.window()?;
+    let window = window::parse(&window)?;
     if window.is_open(now) {
         return Ok(Destination::Approved);
     }

@@ -1,18 +1,19 @@
 //! Preflight: why a proposal cannot go ahead on some of its hosts (decisions §7). A host
 //! fails when it holds a package its change touches, has been offline beyond three check-in
 //! intervals, is decommissioned, or its agent does not permit `apply_updates`. An agent too
-//! old to report its permissions is not refused. What cannot be read fails the host.
+//! old to report its permissions is not refused. What cannot be read (its permissions, the
+//! packages it holds, its change list) fails the host, named.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
-use entities::{hosts, proposal_changes, proposal_hosts, proposals};
+use entities::{hosts, json::JsonText, proposal_changes, proposal_hosts, proposals};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
-use super::host_jobs::{hosts_of, positions};
+use super::host_jobs::hosts_of;
 
 /// Missed check-in intervals after which a host is too long offline to update.
 const MISSED_INTERVALS: i64 = 3;
@@ -27,10 +28,10 @@ pub struct Target {
     pub last_seen_at: Option<DateTime<Utc>>,
     pub check_in_interval_s: i32,
     pub decommissioned_at: Option<DateTime<Utc>>,
-    /// JSON array of strings; `None` for an agent too old to say.
-    pub agent_permissions: Option<String>,
-    /// JSON array of package names.
-    pub held_packages: String,
+    /// `None` for an agent too old to say.
+    pub agent_permissions: Option<JsonText<Vec<String>>>,
+    /// Package names.
+    pub held_packages: JsonText<Vec<String>>,
 }
 
 /// The host's own problem, if it has one, or the packages it holds (which fail it only when
@@ -48,12 +49,15 @@ pub fn check(host: &Target, now: DateTime<Utc>) -> Result<Vec<String>, String> {
         ));
     }
     if let Some(permissions) = &host.agent_permissions {
-        let list: Vec<String> = serde_json::from_str(permissions).unwrap_or_default();
+        let list = permissions
+            .read()
+            .map_err(|_| format!("{hostname}'s agent permissions cannot be read"))?;
         if !list.iter().any(|p| p == "apply_updates") {
             return Err(format!("{hostname}'s agent does not permit apply_updates"));
         }
     }
-    serde_json::from_str(&host.held_packages)
+    host.held_packages
+        .read()
         .map_err(|_| format!("{hostname}'s held packages cannot be read"))
 }
 
@@ -69,8 +73,8 @@ pub async fn preflight<C: ConnectionTrait>(
         Option<DateTime<Utc>>,
         i32,
         Option<DateTime<Utc>>,
-        Option<String>,
-        String,
+        Option<JsonText<Vec<String>>>,
+        JsonText<Vec<String>>,
     );
     let rows: Vec<Row> = hosts::Entity::find()
         .select_only()
@@ -120,22 +124,25 @@ pub async fn preflight<C: ConnectionTrait>(
         .into_iter()
         .collect();
     for chunk in holding.chunks(CHUNK) {
-        let changes: HashMap<Uuid, String> = proposal_hosts::Entity::find()
+        let changes: HashMap<Uuid, JsonText<Vec<i32>>> = proposal_hosts::Entity::find()
             .select_only()
             .column(proposal_hosts::Column::HostId)
             .column(proposal_hosts::Column::Changes)
             .filter(proposal_hosts::Column::ProposalId.eq(p.id))
             .filter(proposal_hosts::Column::HostId.is_in(chunk.iter().map(|h| h.0)))
-            .into_tuple::<(Uuid, String)>()
+            .into_tuple::<(Uuid, JsonText<Vec<i32>>)>()
             .all(txn)
             .await?
             .into_iter()
             .collect();
         for (id, hostname, held) in chunk {
-            let list = changes
-                .get(id)
-                .map(|c| positions(p.id, *id, c))
-                .unwrap_or_default();
+            let list = match changes.get(id).map(JsonText::read).transpose() {
+                Ok(list) => list.unwrap_or_default(),
+                Err(_) => {
+                    problems.push(format!("{hostname}'s change list cannot be read"));
+                    continue;
+                }
+            };
             let touched = list
                 .iter()
                 .filter_map(|pos| packages_at.get(pos))
@@ -167,8 +174,10 @@ mod tests {
             last_seen_at: Some(now() - Duration::seconds(60)),
             check_in_interval_s: 60,
             decommissioned_at: None,
-            agent_permissions: Some(r#"["read_inventory","apply_updates"]"#.into()),
-            held_packages: "[]".into(),
+            agent_permissions: Some(JsonText::from_stored(
+                r#"["read_inventory","apply_updates"]"#,
+            )),
+            held_packages: JsonText::from_stored("[]"),
         }
     }
 
@@ -176,7 +185,7 @@ mod tests {
     fn a_live_permitted_host_passes_and_reports_what_it_holds() {
         assert_eq!(check(&host(), now()), Ok(vec![]));
         let holding = Target {
-            held_packages: r#"["openssl"]"#.into(),
+            held_packages: JsonText::from_stored(r#"["openssl"]"#),
             ..host()
         };
         assert_eq!(check(&holding, now()), Ok(vec!["openssl".to_owned()]));
@@ -205,14 +214,26 @@ mod tests {
         };
         assert!(check(&just_in_time, now()).is_ok());
         let read_only = Target {
-            agent_permissions: Some(r#"["read_inventory"]"#.into()),
+            agent_permissions: Some(JsonText::from_stored(r#"["read_inventory"]"#)),
             ..host()
         };
         assert!(check(&read_only, now()).is_err_and(|e| e.contains("apply_updates")));
         let unreadable = Target {
-            held_packages: "{oops".into(),
+            held_packages: JsonText::from_stored("{oops"),
             ..host()
         };
-        assert!(check(&unreadable, now()).is_err_and(|e| e.contains("cannot be read")));
+        assert_eq!(
+            check(&unreadable, now()),
+            Err("web-1's held packages cannot be read".into())
+        );
+        let unreadable = Target {
+            agent_permissions: Some(JsonText::from_stored("apply_updates")),
+            ..host()
+        };
+        assert_eq!(
+            check(&unreadable, now()),
+            Err("web-1's agent permissions cannot be read".into()),
+            "not \"does not permit\": what is wrong is said"
+        );
     }
 }

@@ -57,8 +57,9 @@ use apalis_sqlite::SqliteStorage;
 use api::identity::roles::Role;
 use clap::Parser;
 use entities::{
-    accounts, api_tokens, host_updates, hosts, known_exploited, memberships, organizations,
-    policies, proposal_changes, proposals,
+    accounts, api_tokens, host_updates, hosts,
+    json::{Advisory, JsonText},
+    known_exploited, memberships, organizations, policies, proposal_changes, proposals,
 };
 use platform::{
     clock::{Clock, SystemClock},
@@ -535,7 +536,9 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                     hostname: Set(format!("{role}-{n:05}.{env}.acme.internal")),
                     display_name: Set(None),
                     notes: Set(None),
-                    labels: Set(serde_json::json!({"env": env, "role": role}).to_string()),
+                    labels: Set(JsonText::from_stored(
+                        serde_json::json!({"env": env, "role": role}).to_string(),
+                    )),
                     distro: Set(Some("ubuntu".into())),
                     distro_version: Set(Some("24.04".into())),
                     distro_codename: Set(Some("noble".into())),
@@ -544,8 +547,8 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                     kernel_version: Set(Some("6.8.0-48-generic".into())),
                     agent_version: Set(Some("1.0.0".into())),
                     reboot_required: Set(Some(false)),
-                    services_need_restart: Set("[]".into()),
-                    held_packages: Set("[]".into()),
+                    services_need_restart: Set(JsonText::from_stored("[]")),
+                    held_packages: Set(JsonText::from_stored("[]")),
                     updates_total: Set(None),
                     updates_security: Set(None),
                     updates_requiring_reboot: Set(None),
@@ -572,7 +575,9 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
 
     // Their available updates, 2,000 rows per statement, two statements at a time.
     let mut rng = StdRng::seed_from_u64(42);
-    let advisory_texts: Vec<String> = (0..args.core).map(advisories).collect();
+    let advisory_texts: Vec<JsonText<Vec<Advisory>>> = (0..args.core)
+        .map(|k| JsonText::from_stored(advisories(k)))
+        .collect();
     let mut rows: Vec<host_updates::ActiveModel> = Vec::new();
     let mut total_rows = 0usize;
     let mut pending = futures::stream::FuturesUnordered::new();
@@ -615,7 +620,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                 advisories: Set(if security {
                     advisory_texts[k].clone()
                 } else {
-                    "[]".into()
+                    JsonText::from_stored("[]")
                 }),
             });
         }
@@ -662,7 +667,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
             org_id: Set(org.id),
             name: Set(name.into()),
             version: Set(1),
-            scope_groups: Set("[]".into()),
+            scope_groups: Set(JsonText::from_stored("[]")),
             selector: Set(selector.map(str::to_owned)),
             required_approvals: Set(1),
             apply: Set("asap".into()),

@@ -1,8 +1,10 @@
-//! Policy scope and windows fail closed: a stored selector, group list or window that cannot
-//! be read never makes a policy cover every host, or let a change out as if it had no window.
+//! Stored values that cannot be read fail closed or loudly, never as a default: a selector,
+//! group list or window never makes a policy cover every host or let a change out as if it had
+//! no window; a host whose labels cannot be read is in no selector's scope and is a 500 until
+//! new labels repair it; preflight and host jobs name or refuse what they cannot read.
 
 use api::identity::roles::Role;
-use entities::{policies, proposals};
+use entities::{groups, host_jobs, hosts, policies, proposals};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::{Value, json};
@@ -37,6 +39,25 @@ impl<'a> Org<'a> {
             answer.body
         );
         answer.json()
+    }
+
+    /// A GET by the owner that must succeed; its answer.
+    async fn get(&self, path: &str) -> Value {
+        let answer = self.answer(Method::GET, path, None).await;
+        assert!(
+            answer.status.is_success(),
+            "{path}: {} {}",
+            answer.status,
+            answer.body
+        );
+        answer.json()
+    }
+
+    /// A call by the owner, whatever it answers.
+    async fn answer(&self, method: Method, path: &str, body: Option<Value>) -> tests::TestResponse {
+        self.app
+            .call(As::Session(&self.fleet.owner), method, path, body)
+            .await
     }
 
     /// Enrols `hostname` and reports `updates`.
@@ -234,6 +255,294 @@ async fn a_window_that_cannot_be_read_never_lets_a_change_go_ahead_as_if_there_w
     assert!(
         list.iter().all(|p| p["status"] == "closed"),
         "nothing may be proposed under a window that cannot be read: {list:#?}"
+    );
+    app.stop().await;
+}
+
+/// Writes `value` into a host's `column` directly, as corruption would.
+async fn set_host_column(app: &TestApp, host: &str, column: hosts::Column, value: &str) {
+    let id = platform::ids::HostId::parse(host)
+        .map(platform::ids::HostId::uuid)
+        .expect("hst id");
+    hosts::Entity::update_many()
+        .col_expr(column, Expr::value(value))
+        .filter(hosts::Column::Id.eq(id))
+        .exec(&app.state.db.orm)
+        .await
+        .expect("corrupt the host");
+}
+
+/// The hostnames of the hosts a group holds.
+async fn members(org: &Org<'_>, group: &str) -> Vec<String> {
+    let listed = org.get(&format!("/v1/orgs/acme/hosts?group={group}")).await;
+    listed["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|h| h["hostname"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_host_whose_stored_labels_cannot_be_read_matches_no_selector_not_even_a_negative_one() {
+    let app = TestApp::new().await;
+    let org = Org::new(&app).await;
+    let web = org.host("web-1", json!([update("curl", "1", "2")])).await;
+    let db = org.host("db-1", json!([update("curl", "1", "2")])).await;
+    let web_id = web.host_id.clone().unwrap_or_default();
+    let db_id = db.host_id.clone().unwrap_or_default();
+    for (id, env) in [(&web_id, "prod"), (&db_id, "staging")] {
+        org.call(
+            Method::PATCH,
+            &format!("/v1/orgs/acme/hosts/{id}"),
+            json!({"labels": {"env": env}}),
+        )
+        .await;
+    }
+    let before = org
+        .call(
+            Method::POST,
+            "/v1/orgs/acme/groups",
+            json!({"name": "not staging", "selector": "env!=staging"}),
+        )
+        .await;
+    let before = before["id"].as_str().unwrap_or_default().to_owned();
+    let (by_group, _) = org
+        .policy(scope_policy("by-group", json!({"groups": [before]})))
+        .await;
+    let (by_selector, _) = org
+        .policy(scope_policy(
+            "by-selector",
+            json!({"groups": [], "selector": "env!=staging"}),
+        ))
+        .await;
+    app.run_pending_jobs().await;
+    assert_eq!(members(&org, &before).await, vec!["web-1"]);
+
+    // db-1's labels become unreadable. Its next check-in re-evaluates it (host.evaluate), and a
+    // group created afterwards evaluates every host (group.evaluate): neither may read the
+    // labels as "none", which `env!=staging` would match.
+    set_host_column(&app, &db_id, hosts::Column::Labels, "{broken").await;
+    org.report(&db, json!([update("curl", "1", "2")])).await;
+    let after = org
+        .call(
+            Method::POST,
+            "/v1/orgs/acme/groups",
+            json!({"name": "not staging either", "selector": "env!=staging"}),
+        )
+        .await;
+    let after = after["id"].as_str().unwrap_or_default().to_owned();
+    app.run_pending_jobs().await;
+    for group in [&before, &after] {
+        let found = org.get(&format!("/v1/orgs/acme/groups/{group}")).await;
+        assert_eq!(
+            found["label_hosts"], 1,
+            "only web-1 is labelled into the group: {found:#?}"
+        );
+        assert_eq!(members(&org, group).await, vec!["web-1"]);
+    }
+    for policy in [&by_group, &by_selector] {
+        let list = org.proposals(policy).await;
+        let open: Vec<&Value> = list.iter().filter(|p| p["status"] == "open").collect();
+        assert_eq!(open.len(), 1, "{list:#?}");
+        assert_eq!(
+            org.targets(open[0]).await,
+            vec!["web-1"],
+            "a host whose labels cannot be read is in no selector's scope"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_host_whose_stored_labels_cannot_be_read_is_a_500_until_a_patch_of_its_labels_repairs_it()
+{
+    let app = TestApp::new().await;
+    let org = Org::new(&app).await;
+    let web = org.host("web-1", json!([])).await;
+    org.host("db-1", json!([])).await;
+    let web_id = web.host_id.clone().unwrap_or_default();
+    set_host_column(&app, &web_id, hosts::Column::Labels, "[1, 2").await;
+    let path = format!("/v1/orgs/acme/hosts/{web_id}");
+
+    // Never shown as if it had no labels: the host and any page holding it are a 500 problem
+    // (the cause, naming the column, is logged).
+    org.answer(Method::GET, &path, None)
+        .await
+        .assert_problem(500, "internal");
+    org.answer(Method::GET, "/v1/orgs/acme/hosts", None)
+        .await
+        .assert_problem(500, "internal");
+
+    // Replacing the labels needs no old value: the new set is written.
+    let patched = org
+        .call(Method::PATCH, &path, json!({"labels": {"env": "prod"}}))
+        .await;
+    assert_eq!(patched["labels"], json!({"env": "prod"}));
+    let listed = org.get("/v1/orgs/acme/hosts").await;
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(2));
+    let events = org.get(&format!("{path}/events")).await;
+    let changed = events["items"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["kind"] == "labels_changed"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        changed["details"],
+        json!({"from": null, "to": {"env": "prod"}}),
+        "what the labels were cannot be said"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn preflight_fails_a_host_whose_held_packages_or_permissions_cannot_be_read() {
+    let app = TestApp::new().await;
+    let org = Org::new(&app).await;
+    let web = org.host("web-1", json!([update("curl", "1", "2")])).await;
+    let db = org.host("db-1", json!([update("curl", "1", "2")])).await;
+    let (policy, _) = org
+        .policy(scope_policy("everything", json!({"groups": []})))
+        .await;
+    app.run_pending_jobs().await;
+    let list = org.proposals(&policy).await;
+    assert_eq!(list.len(), 1, "{list:#?}");
+    let id = list[0]["id"].as_str().unwrap_or_default().to_owned();
+    let web_id = web.host_id.clone().unwrap_or_default();
+    let db_id = db.host_id.clone().unwrap_or_default();
+    set_host_column(&app, &web_id, hosts::Column::HeldPackages, "{\"curl\":1}").await;
+    set_host_column(
+        &app,
+        &db_id,
+        hosts::Column::AgentPermissions,
+        "apply_updates",
+    )
+    .await;
+    let refused = org
+        .answer(
+            Method::POST,
+            &format!("/v1/orgs/acme/proposals/{id}/approve"),
+            None,
+        )
+        .await;
+    let problem = refused.assert_problem(409, "preflight-failed");
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("db-1's agent permissions cannot be read")
+            && detail.contains("web-1's held packages cannot be read"),
+        "{detail}"
+    );
+    assert_eq!(org.proposals(&policy).await[0]["status"], "open");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_group_whose_stored_selector_cannot_be_parsed_picks_no_host_by_label() {
+    let app = TestApp::new().await;
+    let org = Org::new(&app).await;
+    let web = org.host("web-1", json!([])).await;
+    let web_id = web.host_id.clone().unwrap_or_default();
+    org.call(
+        Method::PATCH,
+        &format!("/v1/orgs/acme/hosts/{web_id}"),
+        json!({"labels": {"env": "prod"}}),
+    )
+    .await;
+    let group = org
+        .call(
+            Method::POST,
+            "/v1/orgs/acme/groups",
+            json!({"name": "not staging", "selector": "env!=staging"}),
+        )
+        .await;
+    let group_id = group["id"].as_str().unwrap_or_default().to_owned();
+    app.run_pending_jobs().await;
+    assert_eq!(members(&org, &group_id).await, vec!["web-1"]);
+
+    // The stored selector becomes unparsable; the group is evaluated again (group.evaluate)
+    // and so is its host (host.evaluate): neither reads it as "no selector" or keeps the old
+    // members.
+    let uuid = platform::ids::GroupId::parse(&group_id)
+        .map(platform::ids::GroupId::uuid)
+        .expect("grp id");
+    groups::Entity::update_many()
+        .col_expr(groups::Column::Selector, Expr::value("env in ("))
+        .filter(groups::Column::Id.eq(uuid))
+        .exec(&app.state.db.orm)
+        .await
+        .expect("corrupt the group");
+    app.state
+        .queue
+        .push(platform::jobs::EvaluateGroup { group_id: uuid })
+        .await
+        .expect("queued");
+    org.report(&web, json!([])).await;
+    app.run_pending_jobs().await;
+    let found = org.get(&format!("/v1/orgs/acme/groups/{group_id}")).await;
+    assert_eq!(found["label_hosts"], 0, "{found:#?}");
+    assert!(members(&org, &group_id).await.is_empty());
+    app.stop().await;
+}
+
+/// The jobs a check-in of `agent` is handed.
+async fn jobs_handed_to(app: &TestApp, agent: &TestAgent) -> Vec<Value> {
+    let body = agent.check_in_body("same");
+    let answer = agent
+        .post(
+            app,
+            "/v1/agent/check-in",
+            &body,
+            app.clock_now(),
+            tests::agent::Tamper::None,
+        )
+        .await;
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    answer.json()["jobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn permissions_that_cannot_be_read_permit_no_reboot_and_a_payload_that_cannot_be_read_is_not_handed_out()
+ {
+    let app = TestApp::new().await;
+    let org = Org::new(&app).await;
+    let web = org.host("web-1", json!([update("curl", "1", "2")])).await;
+    let db = org.host("db-1", json!([update("curl", "1", "2")])).await;
+    let web_id = web.host_id.clone().unwrap_or_default();
+    set_host_column(&app, &web_id, hosts::Column::AgentPermissions, "reboot").await;
+    // No approval needed: the proposal goes ahead at once (no preflight) with reboots.
+    let mut body = scope_policy("everything", json!({"groups": []}));
+    body["required_approvals"] = json!(0);
+    body["reboot"] = json!("immediate");
+    let (policy, _) = org.policy(body).await;
+    app.run_pending_jobs().await;
+    let list = org.proposals(&policy).await;
+    assert_eq!(list[0]["status"], "approved", "{list:#?}");
+
+    let jobs = jobs_handed_to(&app, &web).await;
+    assert_eq!(jobs.len(), 1, "{jobs:#?}");
+    assert_eq!(
+        jobs[0]["reboot"], "never",
+        "permissions that cannot be read never permit a reboot"
+    );
+
+    let db_uuid = platform::ids::HostId::parse(db.host_id.as_deref().unwrap_or_default())
+        .map(platform::ids::HostId::uuid)
+        .expect("hst id");
+    host_jobs::Entity::update_many()
+        .col_expr(host_jobs::Column::Payload, Expr::value("{\"proposal_id\":"))
+        .filter(host_jobs::Column::HostId.eq(db_uuid))
+        .exec(&app.state.db.orm)
+        .await
+        .expect("corrupt the job");
+    assert!(
+        jobs_handed_to(&app, &db).await.is_empty(),
+        "the agent is never told to do something other than what was approved"
     );
     app.stop().await;
 }

@@ -1,12 +1,23 @@
 //! `group.evaluate`: after a group's selector changed, recompute which hosts it picks and
 //! mark the organization's policies for evaluation. Idempotent: the membership is computed
 //! from scratch and only the difference applied.
+//!
+//! Fails closed: a stored selector that does not parse picks no host, and a host whose stored
+//! labels cannot be read is picked by no selector, not even a negative one (`env!=staging`);
+//! each is logged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use apalis::prelude::{BoxDynError, Data};
-use entities::{group_hosts, groups, hosts};
-use platform::{jobs::EvaluateGroup, selector::Selector};
+use entities::{
+    group_hosts, groups, hosts,
+    json::{JsonText, Labels},
+};
+use platform::{
+    ids::{GroupId, HostId},
+    jobs::EvaluateGroup,
+    selector::Selector,
+};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
@@ -20,10 +31,17 @@ pub async fn run(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError
     let Some(group) = groups::Entity::find_by_id(job.group_id).one(db).await? else {
         return Ok(());
     };
-    let selector = group
-        .selector
-        .as_deref()
-        .and_then(|s| Selector::parse(s).ok());
+    let selector = group.selector.as_deref().and_then(|s| {
+        Selector::parse(s)
+            .inspect_err(|err| {
+                tracing::error!(
+                    group_id = %GroupId::from(group.id),
+                    error = %err,
+                    "a group's stored selector does not parse: it picks no host"
+                );
+            })
+            .ok()
+    });
     let txn = deps.db.begin_write().await?;
     let current: BTreeSet<Uuid> = group_hosts::Entity::find()
         .filter(group_hosts::Column::GroupId.eq(group.id))
@@ -35,7 +53,7 @@ pub async fn run(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError
         .collect();
     let mut wanted = BTreeSet::new();
     if let Some(selector) = selector {
-        let candidates: Vec<(Uuid, String)> = hosts::Entity::find()
+        let candidates: Vec<(Uuid, JsonText<Labels>)> = hosts::Entity::find()
             .select_only()
             .column(hosts::Column::Id)
             .column(hosts::Column::Labels)
@@ -45,10 +63,16 @@ pub async fn run(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError
             .all(&txn)
             .await?;
         for (id, labels) in candidates {
-            let labels: BTreeMap<String, String> =
-                serde_json::from_str(&labels).unwrap_or_default();
-            if selector.matches(&labels) {
-                wanted.insert(id);
+            match labels.read() {
+                Ok(labels) if selector.matches(&labels) => {
+                    wanted.insert(id);
+                }
+                Ok(_) => {}
+                Err(err) => tracing::error!(
+                    host_id = %HostId::from(id),
+                    error = %err,
+                    "a host's stored labels cannot be read: no selector picks it"
+                ),
             }
         }
     }

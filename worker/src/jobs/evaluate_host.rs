@@ -2,20 +2,34 @@
 //! update counts current, and mark its policies for evaluation. Idempotent (membership is
 //! computed from scratch and only the difference applied), so a repeated or concurrent run
 //! changes nothing.
+//!
+//! Fails closed: a host whose stored labels cannot be read is in no label group (not even
+//! one whose selector is negative, `env!=staging`), and a group whose stored selector does
+//! not parse picks no host; the first is logged here, the second by `group.evaluate`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use apalis::prelude::{BoxDynError, Data};
-use entities::{group_hosts, groups, host_updates, hosts};
-use platform::{jobs::EvaluateHost, selector::Selector};
+use entities::{group_hosts, groups, host_updates, hosts, json::Labels};
+use platform::{ids::HostId, jobs::EvaluateHost, selector::Selector};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr};
 use uuid::Uuid;
 
 use super::evaluate_group::LABEL;
 use crate::Deps;
 
-fn labels_of(host: &hosts::Model) -> BTreeMap<String, String> {
-    serde_json::from_str(&host.labels).unwrap_or_default()
+/// The host's labels; `None` when they cannot be read (logged).
+fn labels_of(host: &hosts::Model) -> Option<Labels> {
+    host.labels
+        .read()
+        .inspect_err(|err| {
+            tracing::error!(
+                host_id = %HostId::from(host.id),
+                error = %err,
+                "a host's stored labels cannot be read: it is in no label group"
+            );
+        })
+        .ok()
 }
 
 pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError> {
@@ -42,11 +56,13 @@ pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError>
     let wanted: BTreeSet<Uuid> = org_groups
         .iter()
         .filter(|g| {
-            live && g
-                .selector
+            let Some(labels) = labels.as_ref().filter(|_| live) else {
+                return false;
+            };
+            g.selector
                 .as_deref()
                 .and_then(|s| Selector::parse(s).ok())
-                .is_some_and(|s| s.matches(&labels))
+                .is_some_and(|s| s.matches(labels))
         })
         .map(|g| g.id)
         .collect();

@@ -5,7 +5,7 @@
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
 use domain::HostStatus;
-use entities::{host_events, hosts};
+use entities::{host_events, hosts, json::JsonText};
 use platform::jobs::FleetUpkeep;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set, sea_query::Expr};
 use uuid::Uuid;
@@ -60,9 +60,9 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
                 org_id: Set(org_id),
                 host_id: Set(id),
                 kind: Set("went_offline".into()),
-                details: Set(Some(
-                    serde_json::json!({"last_seen_at": last_seen}).to_string(),
-                )),
+                details: Set(Some(JsonText::new(
+                    &serde_json::json!({"last_seen_at": last_seen}),
+                )?)),
                 created_at: Set(now),
             })
             .exec(&txn)

@@ -4,25 +4,19 @@
 //! message, so no job payload ever holds a live credential. A retry mints a new token (the
 //! one of a failed attempt never reached anybody); a refused address aborts at once.
 
+use crate::{Deps, emails, mailer::DeliveryError};
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data};
 use chrono::{DateTime, Duration, Utc};
-use entities::{accounts, email_tokens, invitations, organizations};
+use entities::{
+    accounts, email_tokens, invitations,
+    json::{JsonText, SignUpPayload},
+    organizations,
+};
 use platform::jobs::SendLink;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
-use serde::{Deserialize, Serialize};
-
-use crate::{Deps, emails, mailer::DeliveryError};
 
 /// One-time email tokens (sign-in, sign-up) expire after this long.
 pub const EMAIL_TOKEN_TTL: Duration = Duration::minutes(15);
-
-/// What sign-up asked for, kept with its token until verified.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct SignUpPayload {
-    pub name: String,
-    pub organization_name: String,
-    pub organization_slug: String,
-}
 
 pub async fn run(job: SendLink, deps: Data<Deps>, attempt: Attempt) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
@@ -74,7 +68,7 @@ async fn compose(
             organization_name,
             organization_slug,
         } => {
-            let payload = serde_json::to_string(&SignUpPayload {
+            let payload = JsonText::new(&SignUpPayload {
                 name: name.clone(),
                 organization_name: organization_name.clone(),
                 organization_slug: organization_slug.clone(),
@@ -141,7 +135,7 @@ async fn email_token(
     deps: &Deps,
     purpose: &str,
     email: &str,
-    payload: Option<String>,
+    payload: Option<JsonText<SignUpPayload>>,
     now: DateTime<Utc>,
 ) -> Result<String, BoxDynError> {
     let token = platform::secrets::mint("");
