@@ -16,9 +16,8 @@ use sea_orm::{ActiveModelTrait, Set};
 use crate::{
     AppState,
     http::access::org,
-    http::error::{
-        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
-    },
+    http::error::ApiError,
+    http::error::{OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
     http::revoke::revoke,
@@ -112,7 +111,7 @@ fn record(
     })
 }
 
-type ReadErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
+type ReadErrors = OrgReadErrors;
 
 pub struct EnrollmentTokensApi;
 
@@ -130,16 +129,7 @@ impl EnrollmentTokensApi {
         org: org::Path<Manage>,
         state: poem::web::Data<&AppState>,
         body: Json<NewEnrollmentToken>,
-    ) -> Result<
-        Created,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Created, OrgInputErrors> {
         let name = input::name("name", &body.name)?;
         let labels = input::labels("labels", &body.labels)?;
         if body.max_uses.is_some_and(|n| n < 1) {
@@ -192,25 +182,11 @@ impl EnrollmentTokensApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<EnrollmentToken>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<EnrollmentToken>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let rows = org.scope().rows::<enrollment_tokens::Entity>();
         let rows = paging
-            .fetch(
-                &state.db.orm,
-                rows,
-                enrollment_tokens::Column::Id,
-                Order::NewestFirst,
-            )
+            .fetch(&state.db.orm, rows, Order::NewestFirst)
             .await?;
         let now = state.clock.now();
         Ok(Json(rows.try_page(|r| record(r, now, None))?))

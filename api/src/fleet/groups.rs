@@ -19,9 +19,8 @@ use uuid::Uuid;
 use crate::{
     AppState,
     http::access::org,
-    http::error::{
-        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
-    },
+    http::error::ApiError,
+    http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
     http::scope::Untenanted,
@@ -173,14 +172,7 @@ fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
     }
 }
 
-type Mutation = Errors<(
-    BadRequest,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    Conflict,
-    TooManyRequests,
-)>;
+type Mutation = OrgConflictErrors;
 
 pub struct GroupsApi;
 
@@ -245,20 +237,11 @@ impl GroupsApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<Group>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<Group>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let rows = org.scope().rows::<groups::Entity>();
         let rows = paging
-            .fetch(&state.db.orm, rows, groups::Column::Id, Order::OldestFirst)
+            .fetch(&state.db.orm, rows, Order::OldestFirst)
             .await?;
         let counts = counts(&state.db.orm, rows.rows.iter().map(|g| g.id).collect()).await?;
         Ok(Json(rows.page(|row| group_view(row, &counts))))
@@ -276,7 +259,7 @@ impl GroupsApi {
         state: poem::web::Data<&AppState>,
         /// The group's id (`grp_`).
         group_id: Path<GroupId>,
-    ) -> Result<Json<Group>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<Json<Group>, OrgReadErrors> {
         let row = org.scope().get(&state.db.orm, *group_id).await?;
         Ok(Json(view(&state.db.orm, row).await?))
     }
@@ -352,7 +335,7 @@ impl GroupsApi {
         state: poem::web::Data<&AppState>,
         /// The group's id (`grp_`).
         group_id: Path<GroupId>,
-    ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<Deleted, OrgReadErrors> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let row = org.scope().get(&txn, *group_id).await?;
@@ -392,16 +375,7 @@ impl GroupsApi {
         /// The group's id (`grp_`).
         group_id: Path<GroupId>,
         body: Json<StaticHosts>,
-    ) -> Result<
-        Json<StaticHostsResult>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<StaticHostsResult>, OrgInputErrors> {
         if body.hosts.len() > MAX_STATIC_HOSTS {
             return Err(ApiError::invalid(format!("hosts: at most {MAX_STATIC_HOSTS} ids")).into());
         }

@@ -25,9 +25,10 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{
-        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
+        ApiError, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
         Unauthorized,
     },
+    http::error::{OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
     http::scope::{OrgScope, Untenanted},
@@ -359,7 +360,7 @@ pub enum Decommissioned {
     Ok(Json<Host>),
 }
 
-type HostErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
+type HostErrors = OrgReadErrors;
 
 /// A text field people set and others are shown: bounded, and free of control characters
 /// (`multiline` text may hold line feeds and tabs).
@@ -419,16 +420,7 @@ impl HostsApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<Host>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<Host>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let mut query = org.scope().rows::<hosts::Entity>();
         if let Some(text) = selector.0.as_deref().filter(|s| !s.trim().is_empty()) {
@@ -468,7 +460,7 @@ impl HostsApi {
             });
         }
         let rows = paging
-            .fetch(&state.db.orm, query, hosts::Column::Id, Order::OldestFirst)
+            .fetch(&state.db.orm, query, Order::OldestFirst)
             .await?;
         // Group names for the page in one query.
         let ids: Vec<Uuid> = rows.rows.iter().map(|h| h.id).collect();
@@ -543,16 +535,7 @@ impl HostsApi {
         /// The host's id (`hst_`).
         host_id: Path<HostId>,
         body: Json<HostPatch>,
-    ) -> Result<
-        Json<Host>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Host>, OrgInputErrors> {
         let body = body.0;
         let display_name =
             optional_text("display_name", body.display_name, MAX_DISPLAY_NAME, false)?;
@@ -688,16 +671,7 @@ impl HostsApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<HostEvent>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<HostEvent>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let scope = org.scope();
         let host = scope.get(&state.db.orm, *host_id).await?;
@@ -705,12 +679,7 @@ impl HostsApi {
             .rows::<host_events::Entity>()
             .filter(host_events::Column::HostId.eq(host.id));
         let rows = paging
-            .fetch(
-                &state.db.orm,
-                events,
-                host_events::Column::Id,
-                Order::NewestFirst,
-            )
+            .fetch(&state.db.orm, events, Order::NewestFirst)
             .await?;
         let page = rows.try_page(|e| {
             Ok::<_, Unreadable>(HostEvent {

@@ -471,6 +471,27 @@ error_set_tuple!(A, B, C, D, E, F);
 error_set_tuple!(A, B, C, D, E, F, G);
 error_set_tuple!(A, B, C, D, E, F, G, H);
 
+/// The answers of a read of an organization's resource: no session, not permitted, no such
+/// organization (or resource), rate limited.
+pub type OrgReadErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
+/// [`OrgReadErrors`] and 400 for input refused (a body, a query parameter, a cursor).
+pub type OrgInputErrors = Errors<(
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    TooManyRequests,
+)>;
+/// [`OrgInputErrors`] and 409 for a change that conflicts with what is stored.
+pub type OrgConflictErrors = Errors<(
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+    TooManyRequests,
+)>;
+
 /// An [`ApiError`] as the error half of an operation's result; `S` documents its statuses.
 /// Every operation may also answer 500 `internal`, which is documented for all.
 pub struct Errors<S>(pub ApiError, PhantomData<S>);

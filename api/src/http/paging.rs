@@ -3,8 +3,8 @@
 //! UUIDv7, so lists run by creation), so a page is an index range scan however deep it is.
 //!
 //! Every paged list goes through [`Paging`]: `Paging::new(limit, cursor)?` checks both
-//! parameters, then either `paging.fetch(db, query, key, order)` for a list of one table's rows
-//! or, for a query of two tables, `paging.apply(query, key, order)` and `paging.cut(rows, key)`;
+//! parameters, then either `paging.fetch(db, query, order)` for a list of one table's rows
+//! (keyed by the table's UUID key) or, for a query of two tables, `paging.apply(query, key, order)` and `paging.cut(rows, key)`;
 //! [`Rows::page`] makes the rows items ([`Rows::try_page`] when making one can fail, as
 //! reading a stored JSON column can: the first failure is the answer).
 
@@ -13,8 +13,8 @@ use poem_openapi::{
     types::{ParseFromJSON, ToJSON},
 };
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, ModelTrait, QueryFilter, QueryOrder, QuerySelect,
-    Select, sea_query::ValueType,
+    ColumnTrait, ConnectionTrait, EntityTrait, Iterable, ModelTrait, PrimaryKeyToColumn,
+    QueryFilter, QueryOrder, QuerySelect, Select, sea_query::ValueType,
 };
 use uuid::Uuid;
 
@@ -102,19 +102,22 @@ impl Paging {
         rows.last().filter(|_| more)
     }
 
-    /// A page of one table's rows: `query` (filtered as the list needs) ordered and cut by
-    /// `key`, a UUID column.
+    /// A page of one table's rows: `query` (filtered as the list needs) ordered and cut by the
+    /// table's key, one UUID column (ids are UUIDv7, so key order is creation order).
     pub async fn fetch<E, C>(
         &self,
         db: &C,
         query: Select<E>,
-        key: E::Column,
         order: Order,
     ) -> Result<Rows<E::Model>, ApiError>
     where
         E: EntityTrait,
         C: ConnectionTrait,
     {
+        let key = E::PrimaryKey::iter()
+            .next()
+            .map(PrimaryKeyToColumn::into_column)
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a listed table has no key")))?;
         let mut rows = self.apply(query, key, order).all(db).await?;
         let next_cursor = match self.truncate(&mut rows) {
             None => None,

@@ -16,9 +16,8 @@ use sea_orm::{ActiveModelTrait, Set};
 use crate::{
     AppState,
     http::access::{API_TOKEN_PREFIX, org},
-    http::error::{
-        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
-    },
+    http::error::ApiError,
+    http::error::{OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
     http::revoke::revoke,
@@ -105,16 +104,7 @@ impl ApiTokensApi {
         org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         body: Json<NewApiToken>,
-    ) -> Result<
-        Created,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Created, OrgInputErrors> {
         let name = input::name("name", &body.name)?;
         let role = input::role("role", &body.role)?;
         let now = state.clock.now();
@@ -167,25 +157,11 @@ impl ApiTokensApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<ApiTokenRecord>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<ApiTokenRecord>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let rows = org.scope().rows::<api_tokens::Entity>();
         let rows = paging
-            .fetch(
-                &state.db.orm,
-                rows,
-                api_tokens::Column::Id,
-                Order::NewestFirst,
-            )
+            .fetch(&state.db.orm, rows, Order::NewestFirst)
             .await?;
         Ok(Json(rows.page(|r| record(r, None))))
     }
@@ -205,7 +181,7 @@ impl ApiTokensApi {
         state: poem::web::Data<&AppState>,
         /// The token's record id (`atk_`).
         api_token_id: Path<ApiTokenId>,
-    ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<Revoked, OrgReadErrors> {
         revoke(&state, &org, *api_token_id).await?;
         Ok(Revoked::Revoked)
     }

@@ -11,12 +11,11 @@ use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 use uuid::Uuid;
 
+use crate::http::error::OrgInputErrors;
 use crate::{
     AppState,
     http::access::{Caller, org},
-    http::error::{
-        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
-    },
+    http::error::ApiError,
     http::paging::{Order, Page, Paging},
     http::tags::Tag,
     identity::roles::Administer,
@@ -180,25 +179,11 @@ impl AuditApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<AuditEvent>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<AuditEvent>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let rows = org.scope().rows::<audit_events::Entity>();
         let rows = paging
-            .fetch(
-                &state.db.orm,
-                rows,
-                audit_events::Column::Id,
-                Order::NewestFirst,
-            )
+            .fetch(&state.db.orm, rows, Order::NewestFirst)
             .await?;
         let page = rows.try_page(|row| {
             Ok::<_, ApiError>(AuditEvent {

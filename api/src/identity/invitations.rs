@@ -24,8 +24,8 @@ use crate::{
     http::access::{self, org},
     http::error::{
         ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
-        Unauthorized,
     },
+    http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input::{self, Email},
     http::paging::{Order, Page, Paging},
     http::revoke::revoke,
@@ -143,17 +143,7 @@ impl InvitationsApi {
         org: org::Path<AdministerInPerson>,
         state: poem::web::Data<&AppState>,
         body: Json<NewInvitation>,
-    ) -> Result<
-        Created,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            Conflict,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Created, OrgConflictErrors> {
         let email = Email::parse("email", &body.email)?;
         let role = input::role("role", &body.role)?;
         if role == Role::Owner {
@@ -227,25 +217,11 @@ impl InvitationsApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<Invitation>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<Invitation>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let rows = org.scope().rows::<invitations::Entity>();
         let rows = paging
-            .fetch(
-                &state.db.orm,
-                rows,
-                invitations::Column::Id,
-                Order::NewestFirst,
-            )
+            .fetch(&state.db.orm, rows, Order::NewestFirst)
             .await?;
         let now = state.clock.now();
         Ok(Json(rows.page(|r| invitation(r, now))))
@@ -266,7 +242,7 @@ impl InvitationsApi {
         state: poem::web::Data<&AppState>,
         /// The invitation's id (`inv_`).
         invitation_id: Path<InvitationId>,
-    ) -> Result<Revoked, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<Revoked, OrgReadErrors> {
         revoke(&state, &org, *invitation_id).await?;
         Ok(Revoked::Revoked)
     }

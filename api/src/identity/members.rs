@@ -18,10 +18,8 @@ use sea_orm::{
 use crate::{
     AppState,
     http::access::org,
-    http::error::{
-        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
-        Unauthorized,
-    },
+    http::error::{ApiError, StateRefusal},
+    http::error::{OrgConflictErrors, OrgInputErrors},
     http::input,
     http::paging::{Order, Page, Paging},
     http::scope::{OrgScope, Untenanted},
@@ -58,14 +56,7 @@ pub enum Removed {
     Removed,
 }
 
-type MemberErrors = Errors<(
-    BadRequest,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    Conflict,
-    TooManyRequests,
-)>;
+type MemberErrors = OrgConflictErrors;
 
 fn member(account: accounts::Model, membership: memberships::Model) -> Member {
     Member {
@@ -120,16 +111,7 @@ impl MembersApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<Member>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<Member>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let query = paging.apply(
             org.scope().rows::<memberships::Entity>(),

@@ -31,10 +31,8 @@ use uuid::Uuid;
 use crate::{
     AppState,
     http::access::org,
-    http::error::{
-        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
-        Unauthorized,
-    },
+    http::error::{ApiError, StateRefusal},
+    http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::paging::{Order, Page, Paging},
     http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
@@ -581,14 +579,7 @@ pub enum SeverityFilter {
     Critical,
 }
 
-type Decision = Errors<(
-    BadRequest,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    Conflict,
-    TooManyRequests,
-)>;
+type Decision = OrgConflictErrors;
 
 pub struct ProposalsApi;
 
@@ -624,16 +615,7 @@ impl ProposalsApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<ProposalItem>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<ProposalItem>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let mut query = org.scope().rows::<proposals::Entity>();
         if let Some(status) = status.0.as_deref() {
@@ -669,12 +651,7 @@ impl ProposalsApi {
             query = query.filter(proposals::Column::PolicyId.eq(policy_id));
         }
         let rows = paging
-            .fetch(
-                &state.db.orm,
-                query,
-                proposals::Column::Id,
-                Order::NewestFirst,
-            )
+            .fetch(&state.db.orm, query, Order::NewestFirst)
             .await?;
         Ok(Json(rows.page(item)))
     }
@@ -692,8 +669,7 @@ impl ProposalsApi {
         state: poem::web::Data<&AppState>,
         /// The proposal's id (`prp_`).
         proposal_id: Path<ProposalId>,
-    ) -> Result<Json<ProposalDetail>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>>
-    {
+    ) -> Result<Json<ProposalDetail>, OrgReadErrors> {
         let scope = org.scope();
         let p = scope.get(&state.db.orm, *proposal_id).await?;
         Ok(Json(detail(&state.db.orm, scope, p).await?))
@@ -719,17 +695,7 @@ impl ProposalsApi {
         request: &poem::Request,
         /// The proposal's id (`prp_`).
         proposal_id: Path<ProposalId>,
-    ) -> Result<
-        Json<ApprovalSummary>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            Conflict,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<ApprovalSummary>, OrgConflictErrors> {
         let declares_body = request.header("transfer-encoding").is_some()
             || request
                 .header("content-length")

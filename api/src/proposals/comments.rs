@@ -26,12 +26,11 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::http::error::OrgInputErrors;
 use crate::{
     AppState,
     http::access::org,
-    http::error::{
-        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
-    },
+    http::error::ApiError,
     http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     http::text::CommentText,
@@ -113,13 +112,7 @@ pub enum Created {
     Created(Json<Comment>),
 }
 
-type CommentErrors = Errors<(
-    BadRequest,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    TooManyRequests,
-)>;
+type CommentErrors = OrgInputErrors;
 
 fn person(account: &accounts::Model) -> CommentPerson {
     CommentPerson {

@@ -14,9 +14,8 @@ use uuid::Uuid;
 use crate::{
     AppState,
     http::access::org,
-    http::error::{
-        ApiError, BadRequest, Conflict, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
-    },
+    http::error::ApiError,
+    http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
     http::scope::OrgScope,
@@ -413,14 +412,7 @@ async fn evaluate_soon(state: &AppState, policy_id: Uuid) -> Result<(), ApiError
         .map_err(ApiError::Internal)
 }
 
-type Mutation = Errors<(
-    BadRequest,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    Conflict,
-    TooManyRequests,
-)>;
+type Mutation = OrgConflictErrors;
 
 pub struct PoliciesApi;
 
@@ -490,25 +482,11 @@ impl PoliciesApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<Policy>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<Policy>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let rows = org.scope().rows::<policies::Entity>();
         let rows = paging
-            .fetch(
-                &state.db.orm,
-                rows,
-                policies::Column::Id,
-                Order::OldestFirst,
-            )
+            .fetch(&state.db.orm, rows, Order::OldestFirst)
             .await?;
         let now = state.clock.now();
         Ok(Json(rows.try_page(|r| view(r, now))?))
@@ -526,7 +504,7 @@ impl PoliciesApi {
         state: poem::web::Data<&AppState>,
         /// The policy's id (`pol_`).
         policy_id: Path<PolicyId>,
-    ) -> Result<Json<Policy>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<Json<Policy>, OrgReadErrors> {
         let row = org.scope().get(&state.db.orm, *policy_id).await?;
         Ok(Json(view(row, state.clock.now())?))
     }
@@ -593,7 +571,7 @@ impl PoliciesApi {
         state: poem::web::Data<&AppState>,
         /// The policy's id (`pol_`).
         policy_id: Path<PolicyId>,
-    ) -> Result<Deleted, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<Deleted, OrgReadErrors> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let row = org.scope().get(&txn, *policy_id).await?;
