@@ -37,7 +37,8 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         proposals::api::ProposalsApi,
         proposals::comments::CommentsApi,
         agent::api::AgentApi,
-        agent::jobs::AgentJobsApi,
+        // poem-openapi implements OpenApi for tuples of up to 16: the rest nest.
+        (agent::jobs::AgentJobsApi, billing::webhook::WebhookApi),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("http/openapi_intro.md"))

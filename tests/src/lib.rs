@@ -7,6 +7,7 @@ pub mod database;
 pub mod identity;
 pub mod jobs;
 pub mod limits;
+pub mod payments;
 pub mod processes;
 pub mod receiver;
 pub mod smtp_sink;

@@ -3,3 +3,4 @@
 //! The rules (plans, gates, event handling) live in `domain::billing`.
 
 pub mod operator;
+pub mod webhook;

@@ -4,6 +4,7 @@
 //! Every gate asks [`plan_of`] on the request it guards, so a plan change (a processor event,
 //! `api plan set`) takes effect on the next request; nothing caches a plan.
 
+pub mod events;
 mod lookup;
 mod plan;
 

@@ -175,3 +175,317 @@ async fn api_plan_set_changes_the_plan_from_the_next_request_and_refuses_unknown
         "{entries}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The payment webhook.
+
+use tests::payments::{self, checkout_completed, payment_failed, subscription_event};
+
+async fn subscription(app: &TestApp, slug: &str) -> Option<entities::subscriptions::Model> {
+    use sea_orm::EntityTrait;
+    entities::subscriptions::Entity::find_by_id(org_id(app, slug).await.uuid())
+        .one(&app.state.db.orm)
+        .await
+        .expect("query")
+}
+
+async fn recorded_events(app: &TestApp) -> u64 {
+    use sea_orm::{EntityTrait, PaginatorTrait};
+    entities::payment_events::Entity::find()
+        .count(&app.state.db.orm)
+        .await
+        .expect("count")
+}
+
+fn now_s(app: &TestApp) -> i64 {
+    app.clock_now().timestamp()
+}
+
+#[track_caller]
+fn acknowledged(response: &tests::TestResponse) {
+    assert_eq!(response.status.as_u16(), 200, "{}", response.body);
+    assert_eq!(response.json(), json!({"received": true}));
+}
+
+/// A paying deployment with acme signed up and its customer linked by a checkout.
+async fn linked(app: &TestApp) -> Session {
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let t = now_s(app);
+    acknowledged(
+        &app.post_payment_event(&checkout_completed("evt_checkout", t, "cus_acme", "acme"))
+            .await,
+    );
+    owner
+}
+
+#[tokio::test]
+async fn a_signed_subscription_makes_the_plan_business_and_deleting_it_returns_to_free() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = linked(&app).await;
+    let token = enrollment_token(&app, &owner, "acme").await;
+    for n in 1..=5 {
+        let enrolled = TestAgent::new(&format!("web-{n}"))
+            .enroll(&app, &token)
+            .await;
+        assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
+    }
+    let mut sixth = TestAgent::new("web-6");
+    sixth
+        .enroll(&app, &token)
+        .await
+        .assert_problem(403, "plan-required");
+
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_created",
+            "created",
+            t,
+            "cus_acme",
+            "sub_1",
+            "business",
+            "active",
+        ))
+        .await,
+    );
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
+    let row = subscription(&app, "acme").await.expect("subscription");
+    assert_eq!(row.status.as_deref(), Some("active"));
+    assert_eq!(row.subscription_id.as_deref(), Some("sub_1"));
+    assert_eq!(
+        row.billable_from,
+        Some(app.clock_now().date_naive()),
+        "the subscription's start day"
+    );
+    assert_eq!(
+        row.current_period_end.map(|t| t.timestamp()),
+        Some(t + 30 * 86_400)
+    );
+    let enrolled = sixth.enroll(&app, &token).await;
+    assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
+
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_deleted",
+            "deleted",
+            t + 1,
+            "cus_acme",
+            "sub_1",
+            "business",
+            "canceled",
+        ))
+        .await,
+    );
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
+    assert_eq!(
+        subscription(&app, "acme").await.and_then(|r| r.status),
+        Some("canceled".into())
+    );
+}
+
+#[tokio::test]
+async fn the_same_event_twice_and_twice_at_once_has_one_effect() {
+    let app = TestApp::builder().payments().start().await;
+    let _owner = linked(&app).await;
+    let t = now_s(&app);
+    // Sequentially: the second is acknowledged and not handled again.
+    let failed = payment_failed("evt_failed", t, "cus_acme");
+    acknowledged(&app.post_payment_event(&failed).await);
+    acknowledged(&app.post_payment_event(&failed).await);
+    // At the same instant: both acknowledged, one handled.
+    let again = payment_failed("evt_failed_2", t + 1, "cus_acme");
+    let (a, b) = tokio::join!(
+        app.post_payment_event(&again),
+        app.post_payment_event(&again)
+    );
+    acknowledged(&a);
+    acknowledged(&b);
+    assert_eq!(recorded_events(&app).await, 3, "checkout + two failures");
+
+    app.run_pending_jobs().await;
+    let to_owner = app
+        .smtp
+        .messages()
+        .await
+        .into_iter()
+        .filter(|m| {
+            m.header("subject")
+                .is_some_and(|s| s.contains("Payment failed"))
+        })
+        .count();
+    assert_eq!(to_owner, 2, "one email per distinct event");
+    assert_eq!(
+        subscription(&app, "acme").await.and_then(|r| r.status),
+        Some("past_due".into())
+    );
+}
+
+#[tokio::test]
+async fn unsigned_badly_signed_stale_and_malformed_events_are_400_and_change_nothing() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = linked(&app).await;
+    let t = now_s(&app);
+    let event = subscription_event(
+        "evt_1", "created", t, "cus_acme", "sub_1", "business", "active",
+    );
+    let body = event.to_string().into_bytes();
+    let good = payments::signature(&body, app.clock_now());
+
+    // A signature over different bytes: one space added.
+    let mut spaced = body.clone();
+    spaced.push(b' ');
+    app.post_payment_raw(spaced, Some(&good))
+        .await
+        .assert_problem(400, "invalid-request");
+    // A timestamp 301 s old.
+    let old = payments::signature(&body, app.clock_now() - chrono::Duration::seconds(301));
+    app.post_payment_raw(body.clone(), Some(&old))
+        .await
+        .assert_problem(400, "invalid-request");
+    // No header; a header with only an unknown scheme.
+    app.post_payment_raw(body.clone(), None)
+        .await
+        .assert_problem(400, "invalid-request");
+    app.post_payment_raw(body.clone(), Some(&good.replace("v1=", "v9=")))
+        .await
+        .assert_problem(400, "invalid-request");
+    // Signed, but not JSON; signed JSON that is not an event.
+    for not_event in [&b"not json at all"[..], &br#"{"id":"evt_x"}"#[..]] {
+        let signed = payments::signature(not_event, app.clock_now());
+        app.post_payment_raw(not_event.to_vec(), Some(&signed))
+            .await
+            .assert_problem(400, "invalid-request");
+    }
+    // 2 MiB.
+    let huge = vec![b' '; 2 * 1024 * 1024];
+    let signed = payments::signature(&huge, app.clock_now());
+    app.post_payment_raw(huge, Some(&signed))
+        .await
+        .assert_problem(413, "payload-too-large");
+
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
+    assert_eq!(recorded_events(&app).await, 1, "only the checkout");
+    // The refused attempts did not use the event up: signed properly, it is handled.
+    acknowledged(&app.post_payment_raw(body.clone(), Some(&good)).await);
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
+
+    // A replay of that valid request later is refused for its age, and within the window is
+    // a duplicate that changes nothing (the owner went back to free meanwhile).
+    domain::billing::set_plan(
+        &app.state.db.orm,
+        org_id(&app, "acme").await,
+        &Plan::Free,
+        app.clock_now(),
+    )
+    .await
+    .expect("set plan");
+    acknowledged(&app.post_payment_raw(body.clone(), Some(&good)).await);
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
+    app.clock.advance(chrono::Duration::seconds(301));
+    app.post_payment_raw(body, Some(&good))
+        .await
+        .assert_problem(400, "invalid-request");
+}
+
+#[tokio::test]
+async fn without_a_webhook_secret_the_webhook_is_not_configured() {
+    let app = TestApp::new().await;
+    let event = payment_failed("evt_1", now_s(&app), "cus_1");
+    app.post_payment_event(&event)
+        .await
+        .assert_problem(503, "not-configured");
+    assert_eq!(recorded_events(&app).await, 0);
+}
+
+#[tokio::test]
+async fn events_about_unknown_customers_and_unhandled_kinds_are_acknowledged_and_ignored() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&payment_failed("evt_1", t, "cus_stranger"))
+            .await,
+    );
+    acknowledged(
+        &app.post_payment_event(&checkout_completed("evt_2", t, "cus_x", "no-such-org"))
+            .await,
+    );
+    acknowledged(
+        &app.post_payment_event(&json!({
+            "id": "evt_3", "type": "charge.refunded", "created": t, "data": {"object": {"id": "ch_1"}}
+        }))
+        .await,
+    );
+    assert!(subscription(&app, "acme").await.is_none());
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
+    app.run_pending_jobs().await;
+    assert!(!app.smtp.messages().await.iter().any(|m| {
+        m.header("subject")
+            .is_some_and(|s| s.contains("Payment failed"))
+    }));
+}
+
+#[tokio::test]
+async fn a_subscription_arriving_before_its_checkout_is_applied_when_the_checkout_comes() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_sub", "created", t, "cus_acme", "sub_1", "team", "active",
+        ))
+        .await,
+    );
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
+    acknowledged(
+        &app.post_payment_event(&checkout_completed(
+            "evt_checkout",
+            t + 1,
+            "cus_acme",
+            "acme",
+        ))
+        .await,
+    );
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "team");
+    // Not applied twice: a redelivery of the early event is a duplicate.
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_sub", "created", t, "cus_acme", "sub_1", "team", "active",
+        ))
+        .await,
+    );
+    assert_eq!(recorded_events(&app).await, 2);
+}
+
+#[tokio::test]
+async fn of_two_events_for_one_subscription_the_newer_created_wins_in_either_order() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = linked(&app).await;
+    let t = now_s(&app);
+    let older = subscription_event("evt_a", "updated", t, "cus_acme", "sub_1", "team", "active");
+    let newer = subscription_event(
+        "evt_b",
+        "updated",
+        t + 60,
+        "cus_acme",
+        "sub_1",
+        "business",
+        "active",
+    );
+    acknowledged(&app.post_payment_event(&newer).await);
+    acknowledged(&app.post_payment_event(&older).await);
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
+    // A delete older than the newest update changes nothing either.
+    let stale_delete = subscription_event(
+        "evt_c",
+        "deleted",
+        t + 30,
+        "cus_acme",
+        "sub_1",
+        "business",
+        "canceled",
+    );
+    acknowledged(&app.post_payment_event(&stale_delete).await);
+    assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
+    assert_eq!(recorded_events(&app).await, 4);
+}
