@@ -38,7 +38,11 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         proposals::comments::CommentsApi,
         agent::api::AgentApi,
         // poem-openapi implements OpenApi for tuples of up to 16: the rest nest.
-        (agent::jobs::AgentJobsApi, billing::webhook::WebhookApi),
+        (
+            agent::jobs::AgentJobsApi,
+            billing::webhook::WebhookApi,
+            billing::account::BillingApi,
+        ),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("http/openapi_intro.md"))

@@ -7,6 +7,7 @@
 pub mod events;
 mod lookup;
 mod plan;
+pub mod usage;
 
 pub use lookup::{
     PLAN_NAMES, PlansOf, default_plan, effective, plan_of, plans_of, set_plan, subscription_of,

@@ -489,3 +489,207 @@ async fn of_two_events_for_one_subscription_the_newer_created_wins_in_either_ord
     assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
     assert_eq!(recorded_events(&app).await, 4);
 }
+
+// ---------------------------------------------------------------------------------------------
+// GET /billing and GET /billing/usage.
+
+/// Starts the day after the clock's, at 00:30 UTC, and lets the scheduler queue what is due
+/// (yesterday's rollup, the report) and the worker run it.
+async fn next_day(app: &TestApp, scheduler: &scheduler::Scheduler) {
+    let tomorrow = app.clock_now().date_naive() + chrono::Duration::days(1);
+    app.clock
+        .set(tomorrow.and_hms_opt(0, 30, 0).expect("a time").and_utc());
+    scheduler.tick(app.clock_now()).await.expect("tick");
+    app.run_pending_jobs().await;
+}
+
+fn scheduler_of(app: &TestApp) -> scheduler::Scheduler {
+    scheduler::Scheduler::new(app.state.db.clone(), std::sync::Arc::new(app.clock.clone()))
+}
+
+/// Enrols `n` agents in acme and returns them.
+async fn fleet(app: &TestApp, owner: &Session, n: usize) -> Vec<TestAgent> {
+    let token = enrollment_token(app, owner, "acme").await;
+    let mut agents = Vec::new();
+    for i in 1..=n {
+        let mut agent = TestAgent::new(&format!("host-{i}"));
+        let enrolled = agent.enroll(app, &token).await;
+        assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
+        agents.push(agent);
+    }
+    agents
+}
+
+async fn check_in(app: &TestApp, agent: &TestAgent) {
+    let answer = agent.check_in(app, "digest-1").await;
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+}
+
+async fn usage(app: &TestApp, owner: &Session, query: &str) -> serde_json::Value {
+    let response = app
+        .call(
+            As::Session(owner),
+            Method::GET,
+            &format!("/v1/orgs/acme/billing/usage{query}"),
+            None,
+        )
+        .await;
+    assert_eq!(response.status.as_u16(), 200, "{}", response.body);
+    response.json()
+}
+
+#[tokio::test]
+async fn usage_shows_the_exact_active_hosts_of_each_utc_day_and_today_so_far() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = linked(&app).await;
+    let scheduler = scheduler_of(&app);
+    let agents = fleet(&app, &owner, 4).await;
+    // Day one (2026-11-02): hosts 1, 2 and 3, host 1 twice.
+    for i in [0, 1, 2, 0] {
+        check_in(&app, &agents[i]).await;
+    }
+    let day_one = usage(&app, &owner, "").await;
+    assert_eq!(day_one["from"], "2026-11-01");
+    assert_eq!(day_one["to"], "2026-11-30");
+    assert_eq!(day_one["days"], json!([]));
+    assert_eq!(day_one["today_so_far"], 3);
+    assert_eq!(day_one["host_days"], 0);
+    assert_eq!(
+        day_one["estimate_pence"],
+        json!(null),
+        "no live subscription"
+    );
+
+    // Day two: hosts 1 and 4, just before and after 23:59:59.
+    next_day(&app, &scheduler).await;
+    check_in(&app, &agents[0]).await;
+    app.clock.set(
+        app.clock_now()
+            .date_naive()
+            .and_hms_opt(23, 59, 59)
+            .expect("t")
+            .and_utc(),
+    );
+    check_in(&app, &agents[3]).await;
+    // Day three: host 2 only.
+    next_day(&app, &scheduler).await;
+    check_in(&app, &agents[1]).await;
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_sub", "created", t, "cus_acme", "sub_1", "business", "active",
+        ))
+        .await,
+    );
+    let day_three = usage(&app, &owner, "?month=2026-11").await;
+    let days: Vec<(String, i64)> = day_three["days"]
+        .as_array()
+        .expect("days")
+        .iter()
+        .map(|d| {
+            (
+                d["day"].as_str().expect("day").to_owned(),
+                d["active_hosts"].as_i64().expect("n"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        days,
+        [("2026-11-02".to_owned(), 3), ("2026-11-03".to_owned(), 2)],
+        "{day_three}"
+    );
+    assert_eq!(day_three["host_days"], 5);
+    assert_eq!(day_three["today_so_far"], 1);
+    assert_eq!(day_three["estimate_pence"], 100, "5 host-days at 20 pence");
+
+    // Another month: no today, nothing used.
+    let october = usage(&app, &owner, "?month=2026-10").await;
+    assert_eq!(october["from"], "2026-10-01");
+    assert_eq!(october["to"], "2026-10-31");
+    assert_eq!(october["days"], json!([]));
+    assert_eq!(october["today_so_far"], json!(null));
+    assert_eq!(october["host_days"], 0);
+}
+
+#[tokio::test]
+async fn billing_shows_the_plan_and_subscription_to_the_owner_only() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = linked(&app).await;
+    let billing = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/billing",
+            None,
+        )
+        .await;
+    assert_eq!(billing.status.as_u16(), 200, "{}", billing.body);
+    assert_eq!(
+        billing.json(),
+        json!({"plan": "free", "status": null, "billable_from": null,
+               "current_period_end": null, "checkout_available": false})
+    );
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_sub", "created", t, "cus_acme", "sub_1", "team", "trialing",
+        ))
+        .await,
+    );
+    let billing = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/billing",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(billing["plan"], "team");
+    assert_eq!(billing["status"], "trialing");
+    assert_eq!(billing["billable_from"], "2026-11-02");
+    assert!(
+        billing["current_period_end"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("2026-12-02"))
+    );
+
+    let admin = app
+        .member("acme", api::identity::roles::Role::Admin, "admin@acme.test")
+        .await;
+    let token = app
+        .api_token(&owner, "acme", api::identity::roles::Role::Owner)
+        .await;
+    let stranger = app.sign_up("owner@other.test", "other").await;
+    for path in ["/v1/orgs/acme/billing", "/v1/orgs/acme/billing/usage"] {
+        app.call(As::Session(&admin), Method::GET, path, None)
+            .await
+            .assert_problem(403, "forbidden");
+        app.call(As::Bearer(&token), Method::GET, path, None)
+            .await
+            .assert_problem(403, "forbidden");
+        app.call(As::Nobody, Method::GET, path, None)
+            .await
+            .assert_problem(401, "unauthenticated");
+        app.call(As::Session(&stranger), Method::GET, path, None)
+            .await
+            .assert_problem(404, "not-found");
+    }
+    for month in [
+        "2026-13",
+        "2026-00",
+        "2026-1",
+        "26-11",
+        "2026-11-01",
+        "november",
+    ] {
+        app.call(
+            As::Session(&owner),
+            Method::GET,
+            &format!("/v1/orgs/acme/billing/usage?month={month}"),
+            None,
+        )
+        .await
+        .assert_problem(400, "invalid-request");
+    }
+}
