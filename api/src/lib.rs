@@ -42,6 +42,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
             agent::jobs::AgentJobsApi,
             billing::webhook::WebhookApi,
             billing::account::BillingApi,
+            billing::checkout::CheckoutApi,
         ),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
@@ -93,6 +94,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
         db: db.clone(),
         clock: clock.clone(),
         agent_ca,
+        outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
     };
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = http::server::bind(config.bind).await?;

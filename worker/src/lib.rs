@@ -38,6 +38,8 @@ pub struct Deps {
     pub db: Database,
     pub mailer: Mailer,
     pub clock: SharedClock,
+    /// The one outbound HTTP client (decisions §13).
+    pub outbound: platform::outbound::Outbound,
 }
 
 #[derive(Clone, Debug)]
@@ -219,11 +221,13 @@ pub async fn run(
 impl Deps {
     pub fn new(config: Arc<Config>, db: Database, clock: SharedClock) -> anyhow::Result<Deps> {
         let mailer = Mailer::from_config(&config)?;
+        let outbound = platform::outbound::Outbound::new(&config.outbound_settings())?;
         Ok(Deps {
             config,
             db,
             mailer,
             clock,
+            outbound,
         })
     }
 }

@@ -3,5 +3,6 @@
 //! The rules (plans, gates, event handling) live in `domain::billing`.
 
 pub mod account;
+pub mod checkout;
 pub mod operator;
 pub mod webhook;

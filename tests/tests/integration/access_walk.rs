@@ -183,6 +183,11 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/billing/usage",
         in_person(Role::Owner),
     ),
+    (
+        "POST",
+        "/v1/orgs/{org}/billing/checkout",
+        in_person(Role::Owner),
+    ),
 ];
 
 /// An organization-scoped operation of the document, with its rule from [`RULES`].

@@ -693,3 +693,144 @@ async fn billing_shows_the_plan_and_subscription_to_the_owner_only() {
         .assert_problem(400, "invalid-request");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Checkout.
+
+use tests::processor::TestProcessor;
+
+async fn checkout(app: &TestApp, who: As<'_>, body: serde_json::Value) -> tests::TestResponse {
+    app.call(
+        who,
+        Method::POST,
+        "/v1/orgs/acme/billing/checkout",
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn checkout_asks_the_processor_for_a_session_naming_the_organization() {
+    let processor = TestProcessor::start().await;
+    let app = TestApp::builder()
+        .payments()
+        .payments_api(&processor.url())
+        .start()
+        .await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let billing = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/billing",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(billing["checkout_available"], true);
+
+    let answer = checkout(&app, As::Session(&owner), json!({"plan": "business"})).await;
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    assert_eq!(
+        answer.json(),
+        json!({"url": "https://checkout.test/c/cs_test_1"})
+    );
+    let sessions = processor.checkout_sessions();
+    assert_eq!(sessions.len(), 1);
+    let form = &sessions[0];
+    assert_eq!(
+        TestProcessor::field(form, "mode").as_deref(),
+        Some("subscription")
+    );
+    assert_eq!(
+        TestProcessor::field(form, "client_reference_id").as_deref(),
+        Some("acme")
+    );
+    assert_eq!(
+        TestProcessor::field(form, "line_items[0][price]").as_deref(),
+        Some("price_business")
+    );
+    assert_eq!(TestProcessor::field(form, "customer"), None);
+    let sent = processor
+        .receiver
+        .received()
+        .into_iter()
+        .find(|r| r.path == "/v1/checkout/sessions")
+        .expect("sent");
+    assert_eq!(
+        sent.header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+
+    // Once the checkout linked a customer, a new session names it.
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&checkout_completed("evt_c", t, "cus_acme", "acme"))
+            .await,
+    );
+    let answer = checkout(&app, As::Session(&owner), json!({"plan": "team"})).await;
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    assert_eq!(
+        TestProcessor::field(&processor.checkout_sessions()[1], "customer").as_deref(),
+        Some("cus_acme")
+    );
+
+    // Bad plans; not the owner; an API token; a failing processor.
+    for bad in [
+        json!({"plan": "free"}),
+        json!({"plan": "gold"}),
+        json!({}),
+        json!({"plan": "team", "x": 1}),
+    ] {
+        checkout(&app, As::Session(&owner), bad)
+            .await
+            .assert_problem(400, "invalid-request");
+    }
+    let admin = app
+        .member("acme", api::identity::roles::Role::Admin, "admin@acme.test")
+        .await;
+    checkout(&app, As::Session(&admin), json!({"plan": "team"}))
+        .await
+        .assert_problem(403, "forbidden");
+    checkout(
+        &app,
+        As::SessionWithoutCsrf(&owner),
+        json!({"plan": "team"}),
+    )
+    .await
+    .assert_problem(403, "forbidden");
+    let token = app
+        .api_token(&owner, "acme", api::identity::roles::Role::Owner)
+        .await;
+    checkout(&app, As::Bearer(&token), json!({"plan": "team"}))
+        .await
+        .assert_problem(403, "forbidden");
+    processor.fail_next(1);
+    checkout(&app, As::Session(&owner), json!({"plan": "team"}))
+        .await
+        .assert_problem(503, "unavailable");
+    assert_eq!(processor.checkout_sessions().len(), 2);
+}
+
+#[tokio::test]
+async fn checkout_is_not_configured_without_a_processor() {
+    for app in [
+        TestApp::builder().payments().start().await,
+        TestApp::new().await,
+    ] {
+        let owner = app.sign_up("owner@acme.test", "acme").await;
+        checkout(&app, As::Session(&owner), json!({"plan": "team"}))
+            .await
+            .assert_problem(503, "not-configured");
+        let billing = app
+            .call(
+                As::Session(&owner),
+                Method::GET,
+                "/v1/orgs/acme/billing",
+                None,
+            )
+            .await
+            .json();
+        assert_eq!(billing["checkout_available"], false);
+    }
+}
