@@ -23,7 +23,7 @@ use platform::{
     config::Config,
     db::{Database, Pool},
     jobs::{
-        EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
+        BillingReport, EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
         ProposalTimers, RollupUsage, SendEmail, SendLink, postgres_config, sqlite_config,
     },
 };
@@ -201,6 +201,14 @@ pub async fn run(
         RollupUsage,
         jobs::rollup_usage::run
     );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        BillingReport,
+        jobs::billing_report::run
+    );
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor
         .should_restart(|ctx, err| {
@@ -234,7 +242,7 @@ impl Deps {
 
 /// Queues this worker consumes; on Postgres each holds a pooled connection for its
 /// LISTEN/NOTIFY listener for as long as the worker runs.
-pub const QUEUES: u32 = 9;
+pub const QUEUES: u32 = 10;
 
 /// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
 /// for the jobs in flight and their polling.

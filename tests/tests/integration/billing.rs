@@ -834,3 +834,275 @@ async fn checkout_is_not_configured_without_a_processor() {
         assert_eq!(billing["checkout_available"], false);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The daily report to the processor.
+
+async fn usage_rows(app: &TestApp) -> Vec<(String, i32, bool)> {
+    use sea_orm::{EntityTrait, QueryOrder};
+    entities::usage_days::Entity::find()
+        .order_by_asc(entities::usage_days::Column::Day)
+        .all(&app.state.db.orm)
+        .await
+        .expect("usage")
+        .into_iter()
+        .map(|u| (u.day.to_string(), u.active_hosts, u.reported))
+        .collect()
+}
+
+fn reported(processor: &TestProcessor) -> Vec<(String, String, String)> {
+    processor
+        .meter_events()
+        .iter()
+        .map(|form| {
+            (
+                TestProcessor::field(form, "identifier").unwrap_or_default(),
+                TestProcessor::field(form, "payload[stripe_customer_id]").unwrap_or_default(),
+                TestProcessor::field(form, "payload[value]").unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_day_is_reported_once_after_the_processor_accepts_it_even_through_failures_and_repeats()
+ {
+    let processor = TestProcessor::start().await;
+    let app = TestApp::builder()
+        .payments()
+        .payments_api(&processor.url())
+        .start()
+        .await;
+    let owner = linked(&app).await;
+    let org = org_id(&app, "acme").await;
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_sub", "created", t, "cus_acme", "sub_1", "team", "active",
+        ))
+        .await,
+    );
+    let scheduler = scheduler_of(&app);
+    let agents = fleet(&app, &owner, 3).await;
+    // Day one: 3 hosts. Its report fails once, then succeeds.
+    for agent in &agents {
+        check_in(&app, agent).await;
+    }
+    processor.fail_next(1);
+    next_day(&app, &scheduler).await;
+    // Day two: 2 hosts.
+    for agent in &agents[..2] {
+        check_in(&app, agent).await;
+    }
+    next_day(&app, &scheduler).await;
+    // Day three: 1 host; reported the day after.
+    check_in(&app, &agents[2]).await;
+    next_day(&app, &scheduler).await;
+
+    let identifier = |day: &str| format!("{org}:{day}");
+    assert_eq!(
+        reported(&processor),
+        [
+            (
+                identifier("2026-11-02"),
+                "cus_acme".to_owned(),
+                "3".to_owned()
+            ),
+            (
+                identifier("2026-11-03"),
+                "cus_acme".to_owned(),
+                "2".to_owned()
+            ),
+            (
+                identifier("2026-11-04"),
+                "cus_acme".to_owned(),
+                "1".to_owned()
+            ),
+        ]
+    );
+    let sent: Vec<_> = processor
+        .receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.path == "/v1/billing/meter_events")
+        .collect();
+    assert_eq!(sent.len(), 4, "one failed attempt and three accepted");
+    for request in &sent {
+        let form = request.form();
+        assert_eq!(
+            request.header("idempotency-key").map(str::to_owned),
+            TestProcessor::field(&form, "identifier")
+        );
+        assert_eq!(
+            TestProcessor::field(&form, "event_name").as_deref(),
+            Some("host_days")
+        );
+    }
+    assert_eq!(
+        usage_rows(&app).await,
+        [
+            ("2026-11-02".to_owned(), 3, true),
+            ("2026-11-03".to_owned(), 2, true),
+            ("2026-11-04".to_owned(), 1, true),
+        ]
+    );
+    let shown = usage(&app, &owner, "?month=2026-11").await;
+    assert!(
+        shown["days"]
+            .as_array()
+            .expect("days")
+            .iter()
+            .all(|d| d["reported"] == true),
+        "{shown}"
+    );
+
+    // The job running twice: the daily run again, and a day's job again, send nothing new.
+    app.state
+        .queue
+        .push(platform::jobs::BillingReport {
+            day: "2026-11-04".parse().expect("day"),
+            org_id: None,
+        })
+        .await
+        .expect("push");
+    app.state
+        .queue
+        .push(platform::jobs::BillingReport {
+            day: "2026-11-03".parse().expect("day"),
+            org_id: Some(org.uuid()),
+        })
+        .await
+        .expect("push");
+    app.run_pending_jobs().await;
+    assert_eq!(reported(&processor).len(), 3);
+    // Lost between the processor's answer and the mark: sent again with the same key, which
+    // the processor answers as before without a second event.
+    {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+        entities::usage_days::Entity::update_many()
+            .col_expr(entities::usage_days::Column::Reported, Expr::value(false))
+            .filter(
+                entities::usage_days::Column::Day.eq(chrono::NaiveDate::from_ymd_opt(2026, 11, 3)),
+            )
+            .exec(&app.state.db.orm)
+            .await
+            .expect("unmark");
+    }
+    app.state
+        .queue
+        .push(platform::jobs::BillingReport {
+            day: "2026-11-03".parse().expect("day"),
+            org_id: Some(org.uuid()),
+        })
+        .await
+        .expect("push");
+    app.run_pending_jobs().await;
+    assert_eq!(
+        reported(&processor).len(),
+        3,
+        "the processor kept one event per key"
+    );
+    assert!(
+        usage_rows(&app)
+            .await
+            .iter()
+            .all(|(_, _, reported)| *reported)
+    );
+}
+
+#[tokio::test]
+async fn a_day_stays_unreported_while_the_processor_fails_and_organizations_without_a_live_subscription_are_not_reported()
+ {
+    let processor = TestProcessor::start().await;
+    let app = TestApp::builder()
+        .payments()
+        .payments_api(&processor.url())
+        .start()
+        .await;
+    let owner = linked(&app).await;
+    let org = org_id(&app, "acme").await;
+    let agents = fleet(&app, &owner, 2).await;
+    for agent in &agents {
+        check_in(&app, agent).await;
+    }
+    let day = app.clock_now().date_naive();
+    let deps = worker::Deps::new(
+        app.state.config.clone(),
+        app.state.db.clone(),
+        app.state.clock.clone(),
+    )
+    .expect("deps");
+    let api = platform::payments_api::PaymentsApi::from_config(&app.state.config, &deps.outbound)
+        .expect("processor configured");
+    // Linked but no subscription yet: nothing to report.
+    let outcome =
+        worker::jobs::billing_report::report_day(&app.state.db.orm, &api, org.uuid(), day)
+            .await
+            .expect("no failure");
+    assert_eq!(outcome, worker::jobs::billing_report::Outcome::Nothing);
+    assert!(processor.receiver.received().is_empty());
+
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&subscription_event(
+            "evt_sub", "created", t, "cus_acme", "sub_1", "business", "active",
+        ))
+        .await,
+    );
+    processor.fail_next(1);
+    let failed = worker::jobs::billing_report::run(
+        platform::jobs::BillingReport {
+            day,
+            org_id: Some(org.uuid()),
+        },
+        apalis::prelude::Data::new(deps.clone()),
+    )
+    .await;
+    assert!(failed.is_err(), "a 500 is retried");
+    assert_eq!(usage_rows(&app).await, [(day.to_string(), 2, false)]);
+    let outcome =
+        worker::jobs::billing_report::report_day(&app.state.db.orm, &api, org.uuid(), day)
+            .await
+            .expect("reported");
+    assert_eq!(outcome, worker::jobs::billing_report::Outcome::Reported(2));
+    assert_eq!(usage_rows(&app).await, [(day.to_string(), 2, true)]);
+    let again = worker::jobs::billing_report::report_day(&app.state.db.orm, &api, org.uuid(), day)
+        .await
+        .expect("no failure");
+    assert_eq!(
+        again,
+        worker::jobs::billing_report::Outcome::AlreadyReported
+    );
+    assert_eq!(reported(&processor).len(), 1);
+}
+
+#[tokio::test]
+async fn the_scheduler_queues_yesterdays_report_once_after_ten_past_midnight() {
+    let app = TestApp::builder().payments().without_worker().start().await;
+    let scheduler = scheduler_of(&app);
+    let midnight = |h: u32, m: u32| {
+        chrono::NaiveDate::from_ymd_opt(2026, 11, 3)
+            .and_then(|d| d.and_hms_opt(h, m, 0))
+            .expect("time")
+            .and_utc()
+    };
+    app.clock.set(midnight(0, 5));
+    scheduler.tick(app.clock_now()).await.expect("tick");
+    assert!(app.job_rows(Some("billing.report")).await.is_empty());
+    for (h, m) in [(0, 10), (0, 11), (13, 0)] {
+        app.clock.set(midnight(h, m));
+        scheduler.tick(app.clock_now()).await.expect("tick");
+        // A second scheduler (a restart, or another leader) queues nothing more.
+        scheduler_of(&app)
+            .tick(app.clock_now())
+            .await
+            .expect("tick");
+    }
+    let rows = app.job_rows(Some("billing.report")).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0].payload.contains("2026-11-02"),
+        "{}",
+        rows[0].payload
+    );
+}
