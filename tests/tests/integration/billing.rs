@@ -1106,3 +1106,36 @@ async fn the_scheduler_queues_yesterdays_report_once_after_ten_past_midnight() {
         rows[0].payload
     );
 }
+
+#[tokio::test]
+async fn housekeeping_forgets_payment_events_after_thirty_days() {
+    let app = TestApp::builder().payments().start().await;
+    let t = now_s(&app);
+    acknowledged(
+        &app.post_payment_event(&payment_failed("evt_old", t, "cus_x"))
+            .await,
+    );
+    app.clock.advance(chrono::Duration::days(29));
+    acknowledged(
+        &app.post_payment_event(&payment_failed("evt_new", t + 29 * 86_400, "cus_x"))
+            .await,
+    );
+    app.clock.advance(chrono::Duration::days(2));
+    app.state
+        .queue
+        .push(platform::jobs::Housekeeping {
+            hour: app.clock_now().to_rfc3339(),
+        })
+        .await
+        .expect("push");
+    app.run_pending_jobs().await;
+    use sea_orm::EntityTrait;
+    let left: Vec<String> = entities::payment_events::Entity::find()
+        .all(&app.state.db.orm)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(left, ["evt_new"]);
+}
