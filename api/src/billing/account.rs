@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use domain::billing::{self, usage::Month};
 use entities::{host_days, usage_days};
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
-use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::{
     AppState,
@@ -140,22 +140,8 @@ impl BillingApi {
         };
         let scope = org.scope();
         let db = &state.db.orm;
-        let days = usage_days(db, scope, month, today).await?;
+        let (days, today_so_far) = usage_days(db, scope, month, today).await?;
         let host_days: i64 = days.iter().map(|d| i64::from(d.active_hosts)).sum();
-        let today_so_far = if month.contains(today) {
-            Some(
-                i64::try_from(
-                    scope
-                        .rows::<host_days::Entity>()
-                        .filter(host_days::Column::Day.eq(today))
-                        .count(db)
-                        .await?,
-                )
-                .unwrap_or(i64::MAX),
-            )
-        } else {
-            None
-        };
         let row = billing::subscription_of(db, org.org.id.into()).await?;
         let plan = billing::effective(row.as_ref(), &billing::default_plan(&state.config));
         let status = row.and_then(|r| r.status);
@@ -170,53 +156,63 @@ impl BillingApi {
     }
 }
 
-/// The month's days before today: the rolled-up days, and any past day the daily rollup has
-/// not reached yet (normally yesterday, in the minutes after midnight) counted from the
-/// host-days themselves, so the answer never lags the rollup.
+/// The month's days before today and, for the current month, today so far: the rolled-up
+/// days, then in one query the host-days of today and of any past day the daily rollup has not
+/// reached yet (normally none; yesterday in the minutes after midnight), so the answer never
+/// lags the rollup.
 async fn usage_days(
     db: &sea_orm::DatabaseConnection,
     scope: OrgScope,
     month: Month,
     today: NaiveDate,
-) -> Result<Vec<UsageDay>, ApiError> {
+) -> Result<(Vec<UsageDay>, Option<i64>), ApiError> {
     let before_today = month.last().min(today - Duration::days(1));
-    if before_today < month.first {
-        return Ok(Vec::new());
-    }
-    let mut days: Vec<UsageDay> = scope
-        .rows::<usage_days::Entity>()
-        .filter(usage_days::Column::Day.between(month.first, before_today))
-        .order_by_asc(usage_days::Column::Day)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|row| UsageDay {
-            day: row.day,
-            active_hosts: row.active_hosts,
-            reported: row.reported,
-        })
-        .collect();
-    let rolled_up_to = days.last().map(|d| d.day);
-    let pending_from = rolled_up_to
-        .and_then(|d| d.succ_opt())
+    let mut days: Vec<UsageDay> = if before_today < month.first {
+        Vec::new()
+    } else {
+        scope
+            .rows::<usage_days::Entity>()
+            .filter(usage_days::Column::Day.between(month.first, before_today))
+            .order_by_asc(usage_days::Column::Day)
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|row| UsageDay {
+                day: row.day,
+                active_hosts: row.active_hosts,
+                reported: row.reported,
+            })
+            .collect()
+    };
+    let counted_from = days
+        .last()
+        .and_then(|d| d.day.succ_opt())
         .unwrap_or(month.first);
-    if pending_from <= before_today {
-        let pending: Vec<(NaiveDate, i64)> = scope
+    let counted_to = month.last().min(today);
+    let mut today_so_far = month.contains(today).then_some(0);
+    if counted_from <= counted_to {
+        let counted: Vec<(NaiveDate, i64)> = scope
             .rows::<host_days::Entity>()
             .select_only()
             .column(host_days::Column::Day)
             .column_as(host_days::Column::HostId.count(), "hosts")
-            .filter(host_days::Column::Day.between(pending_from, before_today))
+            .filter(host_days::Column::Day.between(counted_from, counted_to))
             .group_by(host_days::Column::Day)
             .order_by_asc(host_days::Column::Day)
             .into_tuple()
             .all(db)
             .await?;
-        days.extend(pending.into_iter().map(|(day, hosts)| UsageDay {
-            day,
-            active_hosts: i32::try_from(hosts).unwrap_or(i32::MAX),
-            reported: false,
-        }));
+        for (day, hosts) in counted {
+            if day == today {
+                today_so_far = Some(hosts);
+            } else {
+                days.push(UsageDay {
+                    day,
+                    active_hosts: i32::try_from(hosts).unwrap_or(i32::MAX),
+                    reported: false,
+                });
+            }
+        }
     }
-    Ok(days)
+    Ok((days, today_so_far))
 }

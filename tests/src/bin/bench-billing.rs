@@ -2,9 +2,9 @@
 //!
 //! - `usage`: `GET /v1/orgs/acme/billing/usage` for an organization with 10,000 hosts that all
 //!   checked in every day of the previous and the current month (host-days for every day,
-//!   rolled up to yesterday-but-one, so the current month also counts yesterday and today
-//!   from the host-days), measured with wrk; prints p50/p99 for the current and the previous
-//!   month.
+//!   rolled up to yesterday, or `--rollup-lag 1` to yesterday-but-one, so that the current
+//!   month also counts yesterday from the host-days), measured with wrk; prints p50/p99 for
+//!   the current month (which counts today's host-days) and the previous month.
 //! - `report`: the nightly `billing.report` for 1,000 organizations with live subscriptions
 //!   against the loopback test processor (HTTPS, test CA), run by a worker; prints the time
 //!   from queueing the daily run to every organization's day being `reported`.
@@ -57,6 +57,9 @@ enum Command {
         seconds: u64,
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Days before today the rollup has not reached (0: it has run for yesterday).
+        #[arg(long, default_value_t = 0)]
+        rollup_lag: i64,
     },
     Report {
         #[arg(long, default_value_t = 1_000)]
@@ -110,7 +113,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             connections,
             seconds,
             rounds,
-        } => usage(&url, hosts, connections, seconds, rounds).await,
+            rollup_lag,
+        } => usage(&url, hosts, connections, seconds, rounds, rollup_lag).await,
         Command::Report {
             organizations,
             hosts,
@@ -288,6 +292,7 @@ async fn usage(
     connections: usize,
     seconds: u64,
     rounds: usize,
+    rollup_lag: i64,
 ) -> anyhow::Result<()> {
     let config = config(url, None)?;
     let db = Database::connect(&config, 32).await?;
@@ -305,8 +310,9 @@ async fn usage(
     while day <= today {
         check_ins(&db, org_id, &hosts, day).await?;
         rows += hosts.len();
-        // The rollup has run up to the day before yesterday.
-        if day < today - Duration::days(1) {
+        // The rollup has run up to yesterday (`--rollup-lag 1`: not yet for yesterday, as in
+        // the minutes after midnight, when yesterday is counted from the host-days too).
+        if day < today - Duration::days(rollup_lag) {
             usage_days::ActiveModel {
                 org_id: Set(org_id),
                 day: Set(day),

@@ -602,6 +602,23 @@ async fn usage_shows_the_exact_active_hosts_of_each_utc_day_and_today_so_far() {
     assert_eq!(day_three["today_so_far"], 1);
     assert_eq!(day_three["estimate_pence"], 100, "5 host-days at 20 pence");
 
+    // Before the rollup reaches a day (just after midnight), that day is counted from the
+    // host-days themselves, not left out.
+    {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        entities::usage_days::Entity::delete_many()
+            .filter(
+                entities::usage_days::Column::Day.eq(chrono::NaiveDate::from_ymd_opt(2026, 11, 3)),
+            )
+            .exec(&app.state.db.orm)
+            .await
+            .expect("forget the rollup");
+    }
+    let unrolled = usage(&app, &owner, "").await;
+    assert_eq!(unrolled["days"], day_three["days"], "{unrolled}");
+    assert_eq!(unrolled["host_days"], 5);
+    assert_eq!(unrolled["today_so_far"], 1);
+
     // Another month: no today, nothing used.
     let october = usage(&app, &owner, "?month=2026-10").await;
     assert_eq!(october["from"], "2026-10-01");
