@@ -37,7 +37,13 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         proposals::api::ProposalsApi,
         proposals::comments::CommentsApi,
         agent::api::AgentApi,
-        agent::jobs::AgentJobsApi,
+        // poem-openapi implements OpenApi for tuples of up to 16: the rest nest.
+        (
+            agent::jobs::AgentJobsApi,
+            billing::webhook::WebhookApi,
+            billing::account::BillingApi,
+            billing::checkout::CheckoutApi,
+        ),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("http/openapi_intro.md"))
@@ -88,6 +94,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
         db: db.clone(),
         clock: clock.clone(),
         agent_ca,
+        outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
     };
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = http::server::bind(config.bind).await?;

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use platform::{agent_ca::AgentCa, clock::SharedClock, config::Config, db::Database, jobs::Queue};
+use platform::{
+    agent_ca::AgentCa, clock::SharedClock, config::Config, db::Database, jobs::Queue,
+    outbound::Outbound,
+};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -12,4 +15,7 @@ pub struct AppState {
     pub clock: SharedClock,
     /// Certifies agents' keys.
     pub agent_ca: Arc<AgentCa>,
+    /// The one outbound HTTP client (decisions §13): the payment processor, and every other
+    /// peer the service calls.
+    pub outbound: Outbound,
 }

@@ -266,6 +266,26 @@ impl Job for RollupUsage {
     const RETRIES: usize = 5;
 }
 
+/// Report usage to the payment processor (decisions §17). Without `org_id`: the daily run the
+/// scheduler queues after 00:10 UTC for yesterday, which queues one job per organization with a
+/// live subscription (and again for any of its days of the last 30 not reported yet). With
+/// `org_id`: that organization's day, sent once (identifier and `Idempotency-Key`
+/// `<org>:<day>`) and marked `reported` only after the processor accepted it; a failure
+/// retries with backoff.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BillingReport {
+    pub day: chrono::NaiveDate,
+    #[serde(default)]
+    pub org_id: Option<uuid::Uuid>,
+}
+
+impl Job for BillingReport {
+    const QUEUE: &'static str = "billing.report";
+    /// With backoff from 1 s to 60 s: about eight minutes of retries before the job fails;
+    /// the next daily run queues the day again.
+    const RETRIES: usize = 12;
+}
+
 /// Recompute the proposals of one policy from its hosts' available updates. Coalesced: a
 /// policy is marked dirty (one row however many hosts changed) and the job claims the mark
 /// before reading, so a change during a run queues exactly one more run.

@@ -10,6 +10,8 @@ pub mod http_signature;
 pub mod ids;
 pub mod jobs;
 pub mod outbound;
+pub mod payment_signature;
+pub mod payments_api;
 pub mod runtime;
 pub mod secrets;
 pub mod selector;

@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration as Span, Timelike, Utc};
 use platform::{
     clock::SharedClock,
     db::{Database, Pool},
-    jobs::{FleetUpkeep, Housekeeping, ProposalTimers, Queue, RollupUsage},
+    jobs::{BillingReport, FleetUpkeep, Housekeeping, ProposalTimers, Queue, RollupUsage},
 };
 use sqlx::{Connection, PgConnection};
 use tokio::sync::Mutex;
@@ -80,6 +80,19 @@ impl Scheduler {
                 .push_unique(&format!("rollup:{day}"), RollupUsage { day: yesterday })
                 .await?;
             self.queued("rollup", &day).await;
+        }
+        // Yesterday's usage to the payment processor, after 00:10 UTC (decisions §17).
+        if (now.hour(), now.minute()) >= (0, 10) && self.begins("report", &day).await {
+            self.queue
+                .push_unique(
+                    &format!("report:{day}"),
+                    BillingReport {
+                        day: yesterday,
+                        org_id: None,
+                    },
+                )
+                .await?;
+            self.queued("report", &day).await;
         }
         // Proposals whose window opened or whose snooze ran out: one cheap indexed query a
         // second, and a job (keyed by the second) only when something is due.

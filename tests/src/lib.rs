@@ -7,7 +7,9 @@ pub mod database;
 pub mod identity;
 pub mod jobs;
 pub mod limits;
+pub mod payments;
 pub mod processes;
+pub mod processor;
 pub mod receiver;
 pub mod smtp_sink;
 pub mod wrk;
@@ -174,6 +176,8 @@ impl TestAppBuilder {
             db: db.clone(),
             clock: Arc::new(clock.clone()),
             agent_ca,
+            outbound: platform::outbound::Outbound::new(&config.outbound_settings())
+                .expect("outbound client"),
         };
         let shutdown = CancellationToken::new();
         let bound = api::http::server::bind(config.bind).await.expect("bind");

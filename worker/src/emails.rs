@@ -151,6 +151,39 @@ pub fn mention(base: &Url, to: &str, author: &str, on: MentionedOn<'_>, body: &s
     email
 }
 
+/// `{SERVICE_BASE_URL}/orgs/{slug}/billing`
+pub fn billing_link(base: &Url, slug: &str) -> String {
+    let mut url = base.clone();
+    url.set_path(&format!(
+        "{}/orgs/{slug}/billing",
+        base.path().trim_end_matches('/')
+    ));
+    url.set_query(None);
+    url.to_string()
+}
+
+/// Tells an owner that the payment processor could not collect a payment.
+pub fn payment_failed(base: &Url, to: &str, org_name: &str, org_slug: &str) -> SendEmail {
+    let subject = format!("Payment failed for {org_name}");
+    let lead = format!(
+        "The payment processor could not collect the latest payment for {org_name}. The \
+         subscription is past due; update the payment method to keep the plan's features."
+    );
+    let link = billing_link(base, org_slug);
+    let note = "You get this email because you are an owner of the organization.";
+    let text = format!("{lead}\n\nBilling:\n{link}\n\n{note}\n");
+    let html = format!(
+        "<!doctype html><html><body style=\"font-family:sans-serif\"><p>{}</p>\
+         <p><a href=\"{}\">Billing</a></p><p style=\"color:#666\">{}</p></body></html>",
+        escape(&lead),
+        escape(&link),
+        escape(note)
+    );
+    let mut email = SendEmail::new(to, subject, text, html);
+    email.link = Some(link);
+    email
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use platform::{
     config::Config,
     db::{Database, Pool},
     jobs::{
-        EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
+        BillingReport, EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
         ProposalTimers, RollupUsage, SendEmail, SendLink, postgres_config, sqlite_config,
     },
 };
@@ -38,6 +38,8 @@ pub struct Deps {
     pub db: Database,
     pub mailer: Mailer,
     pub clock: SharedClock,
+    /// The one outbound HTTP client (decisions §13).
+    pub outbound: platform::outbound::Outbound,
 }
 
 #[derive(Clone, Debug)]
@@ -199,6 +201,14 @@ pub async fn run(
         RollupUsage,
         jobs::rollup_usage::run
     );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        BillingReport,
+        jobs::billing_report::run
+    );
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor
         .should_restart(|ctx, err| {
@@ -219,18 +229,20 @@ pub async fn run(
 impl Deps {
     pub fn new(config: Arc<Config>, db: Database, clock: SharedClock) -> anyhow::Result<Deps> {
         let mailer = Mailer::from_config(&config)?;
+        let outbound = platform::outbound::Outbound::new(&config.outbound_settings())?;
         Ok(Deps {
             config,
             db,
             mailer,
             clock,
+            outbound,
         })
     }
 }
 
 /// Queues this worker consumes; on Postgres each holds a pooled connection for its
 /// LISTEN/NOTIFY listener for as long as the worker runs.
-pub const QUEUES: u32 = 9;
+pub const QUEUES: u32 = 10;
 
 /// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
 /// for the jobs in flight and their polling.

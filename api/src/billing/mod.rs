@@ -2,4 +2,7 @@
 //! owner's billing and usage, checkout; and `api plan set`, the operator's way to set a plan.
 //! The rules (plans, gates, event handling) live in `domain::billing`.
 
+pub mod account;
+pub mod checkout;
 pub mod operator;
+pub mod webhook;

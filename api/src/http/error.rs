@@ -563,3 +563,9 @@ impl<S: Send> IntoResponse for Errors<S> {
         problem_response(&self.0, None)
     }
 }
+
+error_status!(
+    PaymentsUnavailable,
+    503,
+    "`not-configured`: the deployment takes no payments (no `PAYMENTS_API_URL` or no `PAYMENTS_WEBHOOK_SECRET`); `unavailable`: the payment processor did not answer or failed, try again later."
+);

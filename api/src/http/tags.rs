@@ -34,4 +34,6 @@ pub enum Tag {
     Comments,
     /// The agent protocol: enrolment, signed check-ins, certificate renewal.
     Agent,
+    /// Plans, billing and usage; the payment processor's webhook.
+    Billing,
 }

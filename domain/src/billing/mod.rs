@@ -4,8 +4,10 @@
 //! Every gate asks [`plan_of`] on the request it guards, so a plan change (a processor event,
 //! `api plan set`) takes effect on the next request; nothing caches a plan.
 
+pub mod events;
 mod lookup;
 mod plan;
+pub mod usage;
 
 pub use lookup::{
     PLAN_NAMES, PlansOf, default_plan, effective, plan_of, plans_of, set_plan, subscription_of,

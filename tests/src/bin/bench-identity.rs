@@ -80,6 +80,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         db: db.clone(),
         clock: Arc::new(SystemClock),
         agent_ca,
+        outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
     };
     // One organization with its owner, signed in.
     let now = SystemClock.now();

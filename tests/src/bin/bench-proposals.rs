@@ -1204,6 +1204,7 @@ async fn http(
         db: api_db.clone(),
         clock: Arc::new(SystemClock),
         agent_ca,
+        outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
     };
     let shutdown = CancellationToken::new();
     let bound = api::http::server::bind(config.bind).await?;

@@ -176,6 +176,18 @@ const RULES: &[(&str, &str, Rule)] = &[
         in_person(Role::Admin),
     ),
     ("GET", "/v1/orgs/{org}/audit-events", anyone(Role::Admin)),
+    // billing, billing usage, plan changes: the owner, in person.
+    ("GET", "/v1/orgs/{org}/billing", in_person(Role::Owner)),
+    (
+        "GET",
+        "/v1/orgs/{org}/billing/usage",
+        in_person(Role::Owner),
+    ),
+    (
+        "POST",
+        "/v1/orgs/{org}/billing/checkout",
+        in_person(Role::Owner),
+    ),
 ];
 
 /// An organization-scoped operation of the document, with its rule from [`RULES`].

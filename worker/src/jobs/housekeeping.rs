@@ -3,7 +3,9 @@
 //! period, so deleting old rows never lets a period fire twice. Limiter rows idle for over an
 //! hour are deleted: a bucket whose theoretical arrival time has passed is full, exactly as a
 //! missing row is (api `rate_limit`), so this forgets nothing, and the table holds only the
-//! last hour's callers however many addresses come and go.
+//! last hour's callers however many addresses come and go. Payment events received over 30
+//! days ago are forgotten: the processor redelivers for days, not weeks, and a signature over
+//! 300 s old is refused anyway, so no event can come back once its record is gone.
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
@@ -14,6 +16,7 @@ use crate::Deps;
 const KEEP_FINISHED: Duration = Duration::days(7);
 const FORGET_WORKERS: Duration = Duration::days(1);
 const FORGET_IDLE_BUCKETS: Duration = Duration::hours(1);
+const FORGET_PAYMENT_EVENTS: Duration = Duration::days(30);
 
 pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
@@ -70,6 +73,15 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
             (jobs, workers, buckets)
         }
     };
-    tracing::info!(hour = %job.hour, jobs, workers, buckets, "housekeeping done");
+    let payment_events = {
+        use entities::payment_events::{Column, Entity};
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        Entity::delete_many()
+            .filter(Column::ReceivedAt.lt(now - FORGET_PAYMENT_EVENTS))
+            .exec(&deps.db.orm)
+            .await?
+            .rows_affected
+    };
+    tracing::info!(hour = %job.hour, jobs, workers, buckets, payment_events, "housekeeping done");
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! its handler, dependencies injected, abort versus retry explicit. Each handler is a plain
 //! async function a test can call with `apalis::prelude::Data(deps)`.
 
+pub mod billing_report;
 pub mod evaluate_group;
 pub mod evaluate_host;
 pub mod evaluate_policy;
