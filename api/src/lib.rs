@@ -5,6 +5,7 @@ pub mod agent;
 pub mod fleet;
 pub mod http;
 pub mod identity;
+pub mod notifications;
 pub mod proposals;
 pub mod state;
 
@@ -34,8 +35,12 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         proposals::policies::PoliciesApi,
         proposals::api::ProposalsApi,
         proposals::comments::CommentsApi,
-        agent::api::AgentApi,
-        agent::jobs::AgentJobsApi,
+        (
+            notifications::channels::ChannelsApi,
+            notifications::deliveries::DeliveriesApi,
+            notifications::digest::DigestApi,
+        ),
+        (agent::api::AgentApi, agent::jobs::AgentJobsApi),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("http/openapi_intro.md"))

@@ -6,6 +6,7 @@
 //! knows HTTP or the job runner: callers pass the transaction, the instant and who acts, and
 //! map refusals to their own answers.
 
+pub mod notifications;
 pub mod policy;
 pub mod proposals;
 pub mod severity;

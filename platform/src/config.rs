@@ -58,6 +58,15 @@ pub struct RawConfig {
     /// `json` for JSON log lines; anything else is human-readable text.
     #[arg(long, env = "LOG_FORMAT")]
     pub log_format: Option<String>,
+    /// PEM file of certificates the outbound client trusts besides the platform's roots.
+    #[arg(long, env = "OUTBOUND_CA_FILE")]
+    pub outbound_ca_file: Option<String>,
+    /// Allow outbound calls to loopback and private addresses (on-premises, tests).
+    #[arg(long, env = "OUTBOUND_ALLOW_PRIVATE")]
+    pub outbound_allow_private: Option<String>,
+    /// PagerDuty Events API v2 enqueue address.
+    #[arg(long, env = "PAGERDUTY_EVENTS_URL")]
+    pub pagerduty_events_url: Option<String>,
 }
 
 /// A configuration value that cannot be used; its `Display` is the one line printed at start.
@@ -120,7 +129,16 @@ pub struct Config {
     /// The reverse proxies in front of the api: only from these is `X-Forwarded-For` read.
     pub trusted_proxies: Vec<ipnet::IpNet>,
     pub log_json: bool,
+    /// The certificates of `OUTBOUND_CA_FILE`, read at start.
+    pub outbound_ca_pem: Option<Vec<u8>>,
+    /// `OUTBOUND_ALLOW_PRIVATE`: loopback and private destinations allowed.
+    pub outbound_allow_private: bool,
+    /// Where PagerDuty channels send (Events API v2).
+    pub pagerduty_events_url: Url,
 }
+
+/// The public PagerDuty Events API v2 enqueue address.
+pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
 fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
@@ -295,6 +313,27 @@ impl RawConfig {
             None => false,
         };
 
+        let outbound_ca_pem = match non_empty(self.outbound_ca_file) {
+            Some(path) => {
+                let pem = std::fs::read(path.trim())
+                    .map_err(|e| bad("OUTBOUND_CA_FILE", format!("cannot read {path:?}: {e}")))?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(bad("OUTBOUND_CA_FILE", "holds no PEM certificate"));
+                }
+                Some(pem)
+            }
+            None => None,
+        };
+        let outbound_allow_private = match non_empty(self.outbound_allow_private) {
+            Some(v) => parse_bool("OUTBOUND_ALLOW_PRIVATE", &v)?,
+            None => false,
+        };
+        let pagerduty_events_url = parse_url(
+            "PAGERDUTY_EVENTS_URL",
+            &non_empty(self.pagerduty_events_url)
+                .unwrap_or_else(|| PAGERDUTY_EVENTS_URL.to_owned()),
+        )?;
+
         Ok(Config {
             database_url: Secret(database_url),
             database_kind,
@@ -312,6 +351,9 @@ impl RawConfig {
             rate_limit_per_second,
             trusted_proxies,
             log_json,
+            outbound_ca_pem,
+            outbound_allow_private,
+            pagerduty_events_url,
         })
     }
 }
@@ -323,6 +365,14 @@ impl Config {
             Ok(config) => config,
             // The defaults are constants checked by `defaults_are_valid` below.
             Err(e) => unreachable!("built-in defaults are invalid: {e}"),
+        }
+    }
+
+    /// What the one outbound HTTP client is built with.
+    pub fn outbound_settings(&self) -> crate::outbound::OutboundSettings {
+        crate::outbound::OutboundSettings {
+            extra_roots_pem: self.outbound_ca_pem.clone(),
+            allow_private: self.outbound_allow_private,
         }
     }
 
@@ -382,6 +432,30 @@ mod tests {
             let err = raw.validate().expect_err(wrong);
             assert_eq!(err.variable, "TRUSTED_PROXIES", "{wrong}");
         }
+    }
+
+    #[test]
+    fn outbound_settings_default_to_guarded_and_a_bad_ca_file_stops_the_binary() {
+        let config = Config::defaults();
+        assert!(!config.outbound_allow_private);
+        assert!(config.outbound_ca_pem.is_none());
+        assert_eq!(config.pagerduty_events_url.as_str(), PAGERDUTY_EVENTS_URL);
+        let missing = RawConfig {
+            outbound_ca_file: Some("/nonexistent/ca.pem".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            missing.validate().expect_err("unreadable").variable,
+            "OUTBOUND_CA_FILE"
+        );
+        let wrong = RawConfig {
+            outbound_allow_private: Some("sometimes".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            wrong.validate().expect_err("not a bool").variable,
+            "OUTBOUND_ALLOW_PRIVATE"
+        );
     }
 
     #[test]

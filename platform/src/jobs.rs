@@ -291,3 +291,67 @@ impl Job for ProposalTimers {
     const QUEUE: &'static str = "proposal.timers";
     const RETRIES: usize = 5;
 }
+
+/// Dispatch the notification outbox: every event not yet dispatched becomes one delivery per
+/// matching channel, then every delivery due for an attempt gets its `notify.deliver` job.
+/// Queued after a change that may have written an event, and by the scheduler whenever an
+/// event or a delivery is waiting (so nothing waits for ever if that push was lost).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NotifyDispatch {
+    /// The second the scheduler queued it for; absent when queued after a change.
+    #[serde(default)]
+    pub at: Option<String>,
+}
+
+impl Job for NotifyDispatch {
+    const QUEUE: &'static str = "notify.dispatch";
+    const RETRIES: usize = 5;
+}
+
+/// One attempt at one notification delivery. `attempt` is the number of attempts made before
+/// it (0 for the first), so a duplicate job for an attempt already made does nothing; its
+/// idempotency key is `deliver:{delivery}:{attempt}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeliverNotification {
+    pub delivery_id: uuid::Uuid,
+    pub attempt: i32,
+}
+
+impl Job for DeliverNotification {
+    const QUEUE: &'static str = "notify.deliver";
+    /// Only for the database failing: a receiver's failure is recorded as an attempt and
+    /// retried on the delivery's own schedule, not by the queue.
+    const RETRIES: usize = 3;
+}
+
+impl DeliverNotification {
+    /// The idempotency key of this attempt's job.
+    pub fn key(&self) -> String {
+        format!("deliver:{}:{}", self.delivery_id, self.attempt)
+    }
+}
+
+/// One member's digest for one period (`key`: `daily:2026-11-03`, `weekly:2026-11-02`).
+/// Queued by the scheduler with the idempotency key `digest:{org}:{account}:{key}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SendDigest {
+    pub org_id: uuid::Uuid,
+    pub account_id: uuid::Uuid,
+    pub key: String,
+}
+
+impl Job for SendDigest {
+    const QUEUE: &'static str = "digest.send";
+    const RETRIES: usize = 5;
+}
+
+impl Queue {
+    /// Queues a dispatch of the notification outbox, after a change that may have written an
+    /// event. A failure is logged, not returned: the change is committed, and the scheduler
+    /// dispatches waiting events within seconds anyway.
+    pub async fn dispatch_notifications(&self) {
+        if let Err(err) = self.push(NotifyDispatch::default()).await {
+            tracing::warn!(error = %err, "could not queue a notification dispatch; the scheduler will");
+        }
+    }
+}

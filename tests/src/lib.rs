@@ -57,7 +57,13 @@ pub struct TestAppBuilder {
     rate_limit_burst: Option<u32>,
     rate_limit_per_second: Option<f64>,
     trusted_proxies: Option<String>,
+    secrets_key: bool,
+    allow_private: bool,
+    pagerduty_events_url: Option<String>,
 }
+
+/// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
+pub const TEST_SECRETS_KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE=";
 
 impl Default for TestAppBuilder {
     fn default() -> Self {
@@ -66,6 +72,9 @@ impl Default for TestAppBuilder {
             rate_limit_burst: None,
             rate_limit_per_second: None,
             trusted_proxies: None,
+            secrets_key: true,
+            allow_private: true,
+            pagerduty_events_url: None,
         }
     }
 }
@@ -92,6 +101,25 @@ impl TestAppBuilder {
         self
     }
 
+    /// No `SECRETS_KEY`: operations that store credentials answer 503 `not-configured`.
+    pub fn without_secrets_key(mut self) -> Self {
+        self.secrets_key = false;
+        self
+    }
+
+    /// `OUTBOUND_ALLOW_PRIVATE` off: the guard refuses loopback and private destinations, so
+    /// the tests' own receivers (on loopback) are refused too. By default tests allow them.
+    pub fn outbound_guarded(mut self) -> Self {
+        self.allow_private = false;
+        self
+    }
+
+    /// `PAGERDUTY_EVENTS_URL`: where PagerDuty channels send.
+    pub fn pagerduty_events_url(mut self, url: &str) -> Self {
+        self.pagerduty_events_url = Some(url.to_owned());
+        self
+    }
+
     pub async fn start(self) -> TestApp {
         // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
         platform::outbound::install_crypto_provider();
@@ -111,6 +139,11 @@ impl TestAppBuilder {
                     .to_string(),
             ),
             trusted_proxies: self.trusted_proxies,
+            secrets_key: self.secrets_key.then(|| TEST_SECRETS_KEY.to_owned()),
+            // Receivers are on loopback over TLS with the test CA.
+            outbound_ca_file: Some(receiver::TestCa::get().file.display().to_string()),
+            outbound_allow_private: Some(self.allow_private.to_string()),
+            pagerduty_events_url: self.pagerduty_events_url,
             ..RawConfig::default()
         };
         let config: Arc<Config> = Arc::new(raw.validate().expect("test configuration"));

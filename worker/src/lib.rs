@@ -23,9 +23,11 @@ use platform::{
     config::Config,
     db::{Database, Pool},
     jobs::{
-        EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
-        ProposalTimers, RollupUsage, SendEmail, SendLink, postgres_config, sqlite_config,
+        DeliverNotification, EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep,
+        Housekeeping, Job, NotifyDispatch, ProposalTimers, RollupUsage, SendDigest, SendEmail,
+        SendLink, postgres_config, sqlite_config,
     },
+    outbound::Outbound,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +40,8 @@ pub struct Deps {
     pub db: Database,
     pub mailer: Mailer,
     pub clock: SharedClock,
+    /// The one outbound HTTP client (notification channels).
+    pub outbound: Outbound,
 }
 
 #[derive(Clone, Debug)]
@@ -199,6 +203,23 @@ pub async fn run(
         RollupUsage,
         jobs::rollup_usage::run
     );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        NotifyDispatch,
+        jobs::notify_dispatch::run
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        DeliverNotification,
+        jobs::deliver::run
+    );
+    monitor = register!(monitor, pool, deps, options, SendDigest, jobs::digest::run);
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor
         .should_restart(|ctx, err| {
@@ -219,18 +240,20 @@ pub async fn run(
 impl Deps {
     pub fn new(config: Arc<Config>, db: Database, clock: SharedClock) -> anyhow::Result<Deps> {
         let mailer = Mailer::from_config(&config)?;
+        let outbound = Outbound::new(&config.outbound_settings())?;
         Ok(Deps {
             config,
             db,
             mailer,
             clock,
+            outbound,
         })
     }
 }
 
 /// Queues this worker consumes; on Postgres each holds a pooled connection for its
 /// LISTEN/NOTIFY listener for as long as the worker runs.
-pub const QUEUES: u32 = 9;
+pub const QUEUES: u32 = 12;
 
 /// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
 /// for the jobs in flight and their polling.

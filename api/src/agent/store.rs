@@ -114,6 +114,13 @@ pub async fn enrol_host(
             now,
         )
         .await?;
+        domain::notifications::outbox::host(
+            txn,
+            &host,
+            domain::notifications::EventKind::HostEnrolled,
+            now,
+        )
+        .await?;
         return Ok(host);
     }
     let labels: BTreeMap<String, String> = serde_json::from_str(&token.labels).unwrap_or_default();
@@ -161,6 +168,13 @@ pub async fn enrol_host(
         &host,
         "enrolled",
         Some(serde_json::json!({"hostname": host.hostname})),
+        now,
+    )
+    .await?;
+    domain::notifications::outbox::host(
+        txn,
+        &host,
+        domain::notifications::EventKind::HostEnrolled,
         now,
     )
     .await?;
