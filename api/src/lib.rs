@@ -2,6 +2,8 @@
 //! handlers. `main.rs` wires it; everything a test needs is reachable from here.
 
 pub mod agent;
+pub mod billing;
+pub mod cli;
 pub mod fleet;
 pub mod http;
 pub mod identity;

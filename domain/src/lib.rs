@@ -1,11 +1,13 @@
 //! The service's rules, shared by the api, the worker and the scheduler: the states of
 //! proposals, hosts and host jobs; the proposal lifecycle (decide, go ahead, settle, close,
-//! supersede) and preflight; policy evaluation (scope, grouping, supersede and merge).
+//! supersede) and preflight; policy evaluation (scope, grouping, supersede and merge); plans,
+//! their feature gates and the payment processor's events (billing).
 //!
 //! Dependency direction: `entities` ← `domain` ← `api` / `worker` / `scheduler`. Nothing here
 //! knows HTTP or the job runner: callers pass the transaction, the instant and who acts, and
 //! map refusals to their own answers.
 
+pub mod billing;
 pub mod notifications;
 pub mod policy;
 pub mod proposals;

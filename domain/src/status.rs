@@ -5,8 +5,6 @@
 //! newer build's state survives an older build reading it. Each converts into a sea-orm
 //! `Value`, so queries filter on the enum (`Column::Status.eq(ProposalStatus::Open)`).
 
-use std::fmt;
-
 /// Defines a string-backed state enum whose unknown values pass through.
 macro_rules! pass_through_enum {
     (
@@ -61,8 +59,8 @@ macro_rules! pass_through_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
@@ -92,6 +90,9 @@ macro_rules! pass_through_enum {
         }
     };
 }
+
+/// For the other modules' stored enums (plans).
+pub(crate) use pass_through_enum;
 
 pass_through_enum! {
     /// A proposal's status (decisions §7).

@@ -43,6 +43,19 @@ pub struct RawConfig {
     /// Key for the payment processor's API.
     #[arg(long, env = "PAYMENTS_API_KEY", hide_env_values = true)]
     pub payments_api_key: Option<String>,
+    /// The plan of an organization without a subscription: free, team, business or
+    /// enterprise (default: `free` when PAYMENTS_WEBHOOK_SECRET is set, else `enterprise`).
+    #[arg(long, env = "DEFAULT_PLAN")]
+    pub default_plan: Option<String>,
+    /// PEM file of certificates the outbound HTTP client trusts besides the platform's roots.
+    #[arg(long, env = "OUTBOUND_CA_FILE")]
+    pub outbound_ca_file: Option<String>,
+    /// Let outbound calls reach loopback and private addresses (on-premises, tests).
+    #[arg(long, env = "OUTBOUND_ALLOW_PRIVATE")]
+    pub outbound_allow_private: Option<String>,
+    /// PagerDuty Events API v2 enqueue address.
+    #[arg(long, env = "PAGERDUTY_EVENTS_URL")]
+    pub pagerduty_events_url: Option<String>,
     /// JSON manifest of the agent release channels, read hourly.
     #[arg(long, env = "AGENT_MANIFEST_URL")]
     pub agent_manifest_url: Option<String>,
@@ -58,15 +71,6 @@ pub struct RawConfig {
     /// `json` for JSON log lines; anything else is human-readable text.
     #[arg(long, env = "LOG_FORMAT")]
     pub log_format: Option<String>,
-    /// PEM file of certificates the outbound client trusts besides the platform's roots.
-    #[arg(long, env = "OUTBOUND_CA_FILE")]
-    pub outbound_ca_file: Option<String>,
-    /// Allow outbound calls to loopback and private addresses (on-premises, tests).
-    #[arg(long, env = "OUTBOUND_ALLOW_PRIVATE")]
-    pub outbound_allow_private: Option<String>,
-    /// PagerDuty Events API v2 enqueue address.
-    #[arg(long, env = "PAGERDUTY_EVENTS_URL")]
-    pub pagerduty_events_url: Option<String>,
 }
 
 /// A configuration value that cannot be used; its `Display` is the one line printed at start.
@@ -123,19 +127,24 @@ pub struct Config {
     pub payments_webhook_secret: Option<Secret<String>>,
     pub payments_api_url: Option<Url>,
     pub payments_api_key: Option<Secret<String>>,
+    /// One of [`PLAN_NAMES`] (decisions §17).
+    pub default_plan: String,
+    /// PEM certificates from `OUTBOUND_CA_FILE`.
+    pub outbound_ca_pem: Option<Vec<u8>>,
+    pub outbound_allow_private: bool,
+    /// Where PagerDuty channels send (Events API v2).
+    pub pagerduty_events_url: Url,
     pub agent_manifest_url: Option<Url>,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: f64,
     /// The reverse proxies in front of the api: only from these is `X-Forwarded-For` read.
     pub trusted_proxies: Vec<ipnet::IpNet>,
     pub log_json: bool,
-    /// The certificates of `OUTBOUND_CA_FILE`, read at start.
-    pub outbound_ca_pem: Option<Vec<u8>>,
-    /// `OUTBOUND_ALLOW_PRIVATE`: loopback and private destinations allowed.
-    pub outbound_allow_private: bool,
-    /// Where PagerDuty channels send (Events API v2).
-    pub pagerduty_events_url: Url,
 }
+
+/// The plans, least to most privileged (`DEFAULT_PLAN` must name one; `domain::billing::Plan`
+/// holds their rules).
+pub const PLAN_NAMES: [&str; 4] = ["free", "team", "business", "enterprise"];
 
 /// The public PagerDuty Events API v2 enqueue address.
 pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
@@ -265,6 +274,44 @@ impl RawConfig {
             .map(|v| parse_url("AGENT_MANIFEST_URL", &v))
             .transpose()?;
 
+        let payments_webhook_secret = non_empty(self.payments_webhook_secret).map(Secret);
+        let default_plan = match non_empty(self.default_plan) {
+            Some(v) => {
+                let plan = v.trim().to_ascii_lowercase();
+                if !PLAN_NAMES.contains(&plan.as_str()) {
+                    return Err(bad(
+                        "DEFAULT_PLAN",
+                        format!("expected free, team, business or enterprise, got {v:?}"),
+                    ));
+                }
+                plan
+            }
+            // A deployment that takes payments starts organizations on free; one that takes
+            // none (the embedded default, self-hosting) has every feature.
+            None if payments_webhook_secret.is_some() => "free".to_owned(),
+            None => "enterprise".to_owned(),
+        };
+        let outbound_ca_pem = match non_empty(self.outbound_ca_file) {
+            Some(path) => {
+                let pem = std::fs::read(path.trim())
+                    .map_err(|e| bad("OUTBOUND_CA_FILE", format!("cannot read {path:?}: {e}")))?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(bad("OUTBOUND_CA_FILE", "holds no PEM certificate"));
+                }
+                Some(pem)
+            }
+            None => None,
+        };
+        let outbound_allow_private = match non_empty(self.outbound_allow_private) {
+            Some(v) => parse_bool("OUTBOUND_ALLOW_PRIVATE", &v)?,
+            None => false,
+        };
+        let pagerduty_events_url = parse_url(
+            "PAGERDUTY_EVENTS_URL",
+            &non_empty(self.pagerduty_events_url)
+                .unwrap_or_else(|| PAGERDUTY_EVENTS_URL.to_owned()),
+        )?;
+
         let rate_limit_burst = match non_empty(self.rate_limit_burst) {
             Some(v) => v
                 .trim()
@@ -313,27 +360,6 @@ impl RawConfig {
             None => false,
         };
 
-        let outbound_ca_pem = match non_empty(self.outbound_ca_file) {
-            Some(path) => {
-                let pem = std::fs::read(path.trim())
-                    .map_err(|e| bad("OUTBOUND_CA_FILE", format!("cannot read {path:?}: {e}")))?;
-                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
-                    return Err(bad("OUTBOUND_CA_FILE", "holds no PEM certificate"));
-                }
-                Some(pem)
-            }
-            None => None,
-        };
-        let outbound_allow_private = match non_empty(self.outbound_allow_private) {
-            Some(v) => parse_bool("OUTBOUND_ALLOW_PRIVATE", &v)?,
-            None => false,
-        };
-        let pagerduty_events_url = parse_url(
-            "PAGERDUTY_EVENTS_URL",
-            &non_empty(self.pagerduty_events_url)
-                .unwrap_or_else(|| PAGERDUTY_EVENTS_URL.to_owned()),
-        )?;
-
         Ok(Config {
             database_url: Secret(database_url),
             database_kind,
@@ -343,17 +369,18 @@ impl RawConfig {
             smtp_url,
             email_from,
             secrets_key,
-            payments_webhook_secret: non_empty(self.payments_webhook_secret).map(Secret),
+            payments_webhook_secret,
             payments_api_url,
             payments_api_key: non_empty(self.payments_api_key).map(Secret),
+            default_plan,
+            outbound_ca_pem,
+            outbound_allow_private,
+            pagerduty_events_url,
             agent_manifest_url,
             rate_limit_burst,
             rate_limit_per_second,
             trusted_proxies,
             log_json,
-            outbound_ca_pem,
-            outbound_allow_private,
-            pagerduty_events_url,
         })
     }
 }
@@ -368,7 +395,8 @@ impl Config {
         }
     }
 
-    /// What the one outbound HTTP client is built with.
+    /// What the one outbound HTTP client is built with (`OUTBOUND_CA_FILE`,
+    /// `OUTBOUND_ALLOW_PRIVATE`).
     pub fn outbound_settings(&self) -> crate::outbound::OutboundSettings {
         crate::outbound::OutboundSettings {
             extra_roots_pem: self.outbound_ca_pem.clone(),
@@ -435,19 +463,40 @@ mod tests {
     }
 
     #[test]
-    fn outbound_settings_default_to_guarded_and_a_bad_ca_file_stops_the_binary() {
-        let config = Config::defaults();
-        assert!(!config.outbound_allow_private);
-        assert!(config.outbound_ca_pem.is_none());
-        assert_eq!(config.pagerduty_events_url.as_str(), PAGERDUTY_EVENTS_URL);
+    fn the_default_plan_follows_whether_payments_are_taken() {
+        assert_eq!(Config::defaults().default_plan, "enterprise");
+        let paying = RawConfig {
+            payments_webhook_secret: Some("whsec_x".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(paying.validate().expect("valid").default_plan, "free");
+        let chosen = RawConfig {
+            payments_webhook_secret: Some("whsec_x".into()),
+            default_plan: Some("Team".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(chosen.validate().expect("valid").default_plan, "team");
+        let wrong = RawConfig {
+            default_plan: Some("gold".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(wrong.validate().expect_err("gold").variable, "DEFAULT_PLAN");
         let missing = RawConfig {
             outbound_ca_file: Some("/nonexistent/ca.pem".into()),
             ..RawConfig::default()
         };
         assert_eq!(
-            missing.validate().expect_err("unreadable").variable,
+            missing.validate().expect_err("no file").variable,
             "OUTBOUND_CA_FILE"
         );
+    }
+
+    #[test]
+    fn outbound_settings_default_to_guarded_and_pagerduty_to_its_public_address() {
+        let config = Config::defaults();
+        assert!(!config.outbound_allow_private);
+        assert!(config.outbound_ca_pem.is_none());
+        assert_eq!(config.pagerduty_events_url.as_str(), PAGERDUTY_EVENTS_URL);
         let wrong = RawConfig {
             outbound_allow_private: Some("sometimes".into()),
             ..RawConfig::default()
@@ -456,6 +505,17 @@ mod tests {
             wrong.validate().expect_err("not a bool").variable,
             "OUTBOUND_ALLOW_PRIVATE"
         );
+        let not_pem = std::env::temp_dir().join(format!("not-pem-{}", std::process::id()));
+        std::fs::write(&not_pem, "hello").expect("write");
+        let raw = RawConfig {
+            outbound_ca_file: Some(not_pem.display().to_string()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            raw.validate().expect_err("no PEM").variable,
+            "OUTBOUND_CA_FILE"
+        );
+        let _ = std::fs::remove_file(not_pem);
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct TestAppBuilder {
     secrets_key: bool,
     allow_private: bool,
     pagerduty_events_url: Option<String>,
+    payments_webhook_secret: Option<String>,
+    payments_api_url: Option<String>,
+    default_plan: Option<String>,
 }
 
 /// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
@@ -75,9 +78,17 @@ impl Default for TestAppBuilder {
             secrets_key: true,
             allow_private: true,
             pagerduty_events_url: None,
+            payments_webhook_secret: None,
+            payments_api_url: None,
+            default_plan: None,
         }
     }
 }
+
+/// The webhook secret of [`TestAppBuilder::payments`] (the one of the signature vector).
+pub const PAYMENTS_WEBHOOK_SECRET: &str = "whsec_test_payments_0123456789abcdef";
+/// The processor API key tests configure.
+pub const PAYMENTS_API_KEY: &str = "sk_test_fleet";
 
 impl TestAppBuilder {
     /// Do not run the worker in-process (jobs stay queued).
@@ -120,6 +131,26 @@ impl TestAppBuilder {
         self
     }
 
+    /// A deployment that takes payments: `PAYMENTS_WEBHOOK_SECRET` set (to
+    /// [`PAYMENTS_WEBHOOK_SECRET`]), so organizations without a subscription are on free.
+    pub fn payments(mut self) -> Self {
+        self.payments_webhook_secret = Some(PAYMENTS_WEBHOOK_SECRET.to_owned());
+        self
+    }
+
+    /// `PAYMENTS_API_URL` (with `PAYMENTS_API_KEY` = [`PAYMENTS_API_KEY`]): where checkout
+    /// sessions are created and usage is reported, e.g. a loopback test processor.
+    pub fn payments_api(mut self, url: &str) -> Self {
+        self.payments_api_url = Some(url.to_owned());
+        self
+    }
+
+    /// `DEFAULT_PLAN`.
+    pub fn default_plan(mut self, plan: &str) -> Self {
+        self.default_plan = Some(plan.to_owned());
+        self
+    }
+
     pub async fn start(self) -> TestApp {
         // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
         platform::outbound::install_crypto_provider();
@@ -140,10 +171,17 @@ impl TestAppBuilder {
             ),
             trusted_proxies: self.trusted_proxies,
             secrets_key: self.secrets_key.then(|| TEST_SECRETS_KEY.to_owned()),
-            // Receivers are on loopback over TLS with the test CA.
+            pagerduty_events_url: self.pagerduty_events_url,
+            payments_webhook_secret: self.payments_webhook_secret,
+            payments_api_key: self
+                .payments_api_url
+                .as_ref()
+                .map(|_| PAYMENTS_API_KEY.to_owned()),
+            payments_api_url: self.payments_api_url,
+            default_plan: self.default_plan,
+            // Every outbound peer of a test is a loopback receiver signed by the test CA.
             outbound_ca_file: Some(receiver::TestCa::get().file.display().to_string()),
             outbound_allow_private: Some(self.allow_private.to_string()),
-            pagerduty_events_url: self.pagerduty_events_url,
             ..RawConfig::default()
         };
         let config: Arc<Config> = Arc::new(raw.validate().expect("test configuration"));

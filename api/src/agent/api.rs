@@ -185,6 +185,10 @@ impl AgentApi {
     /// first check-in) and every earlier key of it is revoked; a host that has checked in and is
     /// not decommissioned is 409 `conflict`: decommission it first, or let its agent renew with
     /// its current key.
+    ///
+    /// The plan's host cap: on the free plan an organization has at most 5 hosts that are not
+    /// decommissioned, and a sixth machine is 403 `plan-required` (re-enrolling a pending host
+    /// does not count again; reviving a decommissioned one does).
     #[oai(
         path = "/v1/agent/enroll",
         method = "post",
@@ -209,7 +213,8 @@ impl AgentApi {
                 .await?
                 .filter(|t| usable(t, now))
                 .ok_or_else(refused)?;
-        let host = store::enrol_host(&txn, &token, &request.facts, now).await?;
+        let default_plan = domain::billing::default_plan(&state.config);
+        let host = store::enrol_host(&txn, &token, &request.facts, now, &default_plan).await?;
         let issued = certify(&state, &txn, &host, &request.csr, now).await?;
         txn.commit().await?;
         state.queue.dispatch_notifications().await;

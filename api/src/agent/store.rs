@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
+use domain::billing::Plan;
 use entities::{
     enrollment_tokens, host_days, host_keys, host_labels, host_packages, host_updates, hosts,
+    organizations,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
-    Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait,
+    PaginatorTrait, QueryFilter, QuerySelect, Set,
     sea_query::{Expr, ExprTrait},
 };
 use uuid::Uuid;
@@ -75,11 +77,16 @@ pub async fn revoke_keys<C: ConnectionTrait>(
 /// token). A host that has checked in and is not decommissioned: 409 `conflict`, since
 /// otherwise anyone holding an enrollment token and the host's (visible) machine id could take
 /// it over.
+///
+/// A machine that would add to the organization's hosts that are not decommissioned (a new
+/// one, or a decommissioned host revived) must fit the plan's host cap (decisions §17: the free
+/// plan's sixth host is 403 `plan-required`); the plan is looked up here, on every enrolment.
 pub async fn enrol_host(
     txn: &DatabaseTransaction,
     token: &enrollment_tokens::Model,
     facts: &Facts,
     now: DateTime<Utc>,
+    default_plan: &Plan,
 ) -> Result<hosts::Model, ApiError> {
     let scope = OrgScope::of(token.org_id);
     let existing = scope
@@ -87,15 +94,24 @@ pub async fn enrol_host(
         .filter(hosts::Column::MachineId.eq(facts.machine_id.as_str()))
         .one(txn)
         .await?;
+    if let Some(host) = &existing
+        && host.decommissioned_at.is_none()
+        && host.last_seen_at.is_some()
+    {
+        return Err(ApiError::Conflict(
+            "A host with this machine_id has checked in and is not decommissioned. \
+             Decommission it first to enrol the machine again; a running agent renews its \
+             certificate with its current key instead."
+                .into(),
+        ));
+    }
+    let counted_already = existing
+        .as_ref()
+        .is_some_and(|host| host.decommissioned_at.is_none());
+    if !counted_already {
+        within_host_cap(txn, scope, default_plan).await?;
+    }
     if let Some(host) = existing {
-        if host.decommissioned_at.is_none() && host.last_seen_at.is_some() {
-            return Err(ApiError::Conflict(
-                "A host with this machine_id has checked in and is not decommissioned. \
-                 Decommission it first to enrol the machine again; a running agent renews its \
-                 certificate with its current key instead."
-                    .into(),
-            ));
-        }
         revoke_keys(txn, scope, host.id, now).await?;
         // A new admission: pending until its first check-in, which charges the new token.
         let mut changed: hosts::ActiveModel = host.into();
@@ -179,6 +195,34 @@ pub async fn enrol_host(
     )
     .await?;
     Ok(host)
+}
+
+/// Refuses one more host that is not decommissioned when the plan caps them and the cap is
+/// reached. On Postgres the organization's row is locked first, so concurrent enrolments
+/// count one after the other (SQLite's write transactions already do).
+async fn within_host_cap(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    default_plan: &Plan,
+) -> Result<(), ApiError> {
+    let plan = domain::billing::plan_of(txn, scope.org_id(), default_plan).await?;
+    if domain::billing::host_cap(&plan).is_none() {
+        return Ok(());
+    }
+    if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        scope
+            .rows::<organizations::Entity>()
+            .lock_exclusive()
+            .one(txn)
+            .await?;
+    }
+    let counted = scope
+        .rows::<hosts::Entity>()
+        .filter(hosts::Column::DecommissionedAt.is_null())
+        .count(txn)
+        .await?;
+    domain::billing::check_enrolment(&plan, counted)?;
+    Ok(())
 }
 
 /// Charges the host's enrollment token one use, unless it is revoked or used up; `false`

@@ -1,10 +1,11 @@
 //! Bounds on what agents report, checked before anything is stored: every string an agent
-//! sends ends up in front of people (host pages, proposals, emails), so each has a length
-//! bound, and advisory links are `https` only, never `javascript:` or `data:` or plain `http`.
+//! sends ends up in front of people (host pages, proposals, emails), so each has a length bound
+//! and may hold no control character or direction override, and advisory links are `https`
+//! only, never `javascript:` or `data:` or plain `http`.
 //! A refusal is 400 `invalid-request` naming the field, e.g. `updates[3].advisories[0].url`.
 
 use super::facts::{Advisory, CheckIn, Facts, Package, Update};
-use crate::http::error::ApiError;
+use crate::http::{error::ApiError, input, input::is_unshowable};
 
 /// Most characters of a fact, a package or update field, an advisory id, source, severity or
 /// CVE.
@@ -20,12 +21,17 @@ pub const MAX_INVENTORY: usize = 50_000;
 /// Longest `inventory_digest`.
 pub const MAX_DIGEST: usize = 128;
 
+/// Every agent string: bounded, and on one line with nothing that repaints a terminal or turns
+/// the text around it (control characters, Unicode direction overrides), as display names are.
 fn at_most(field: &dyn Fn() -> String, value: &str, max: usize) -> Result<(), ApiError> {
     if value.chars().count() > max {
         return Err(ApiError::invalid(format!(
             "{} must be at most {max} characters",
             field()
         )));
+    }
+    if value.chars().any(is_unshowable) {
+        return input::showable(&field(), value, false);
     }
     Ok(())
 }

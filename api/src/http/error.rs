@@ -217,6 +217,12 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
+impl From<domain::billing::PlanRequired> for ApiError {
+    fn from(refusal: domain::billing::PlanRequired) -> Self {
+        ApiError::PlanRequired(refusal.detail)
+    }
+}
+
 impl From<anyhow::Error> for ApiError {
     fn from(err: anyhow::Error) -> Self {
         ApiError::Internal(err)

@@ -23,8 +23,9 @@ use entities::{
     digest_settings, email_tokens, enrollment_tokens, group_hosts, groups, host_days, host_events,
     host_jobs, host_keys, host_labels, host_packages, host_updates, hosts, invitations,
     known_exploited, memberships, notification_attempts, notification_channels,
-    notification_deliveries, notification_events, organizations, policies, policy_dirty,
-    proposal_changes, proposal_decisions, proposal_hosts, proposals, sessions, usage_days,
+    notification_deliveries, notification_events, organizations, payment_events, policies,
+    policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals, sessions,
+    subscriptions, usage_days,
 };
 use platform::ids::{
     AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,
@@ -116,6 +117,7 @@ tenant!(
     host_keys => OrgId,
     host_days => OrgId,
     usage_days => OrgId,
+    subscriptions => OrgId,
     groups => OrgId,
     policies => OrgId,
     proposals => OrgId,
@@ -170,6 +172,7 @@ impl Untenanted for known_exploited::Entity {}
 impl Untenanted for agent_nonces::Entity {}
 impl Untenanted for deployment_secrets::Entity {}
 impl Untenanted for policy_dirty::Entity {}
+impl Untenanted for payment_events::Entity {}
 // Children, keyed by a tenant row's id.
 impl Untenanted for group_hosts::Entity {}
 impl Untenanted for proposal_hosts::Entity {}

@@ -22,7 +22,7 @@ pub struct MyOrganization {
     pub name: String,
     /// owner, admin, operator or viewer.
     pub role: String,
-    /// free, team, business or enterprise.
+    /// free, team, business or enterprise: the plan in force now.
     pub plan: String,
 }
 
@@ -60,16 +60,21 @@ async fn me(state: &AppState, caller: &crate::http::access::Caller) -> Result<Me
     // One query: the memberships and their organizations.
     let query = scope::edge::memberships_of(account.id.into(), caller.token_org())
         .find_also_related(organizations::Entity);
-    let mut organizations: Vec<MyOrganization> = query
-        .all(&state.db.orm)
-        .await?
+    let rows = query.all(&state.db.orm).await?;
+    let plans = domain::billing::plans_of(
+        &state.db.orm,
+        rows.iter().map(|(membership, _)| membership.org_id),
+        &domain::billing::default_plan(&state.config),
+    )
+    .await?;
+    let mut organizations: Vec<MyOrganization> = rows
         .into_iter()
         .filter_map(|(membership, org)| {
             org.map(|org| MyOrganization {
                 slug: org.slug,
                 name: org.name,
                 role: membership.role,
-                plan: org.plan,
+                plan: plans.get(org.id).to_string(),
             })
         })
         .collect();

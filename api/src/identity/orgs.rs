@@ -19,7 +19,8 @@ pub struct Organization {
     /// The slug that addresses it in paths.
     pub slug: String,
     pub name: String,
-    /// free, team, business or enterprise.
+    /// free, team, business or enterprise: the plan in force now (its subscription's, else the
+    /// deployment's default plan).
     pub plan: String,
     /// The caller's role in it.
     pub role: String,
@@ -58,10 +59,16 @@ impl OrgsApi {
             .filter_map(|(m, org)| org.map(|org| (m, org)))
             .collect();
         let rows = paging.cut(rows, |(m, _)| m.org_id);
+        let plans = domain::billing::plans_of(
+            &state.db.orm,
+            rows.rows.iter().map(|(m, _)| m.org_id),
+            &domain::billing::default_plan(&state.config),
+        )
+        .await?;
         Ok(Json(rows.page(|(m, org)| Organization {
+            plan: plans.get(org.id).to_string(),
             slug: org.slug,
             name: org.name,
-            plan: org.plan,
             role: m.role,
             sso_enforced: org.sso_enforced,
             created_at: org.created_at,
@@ -76,13 +83,20 @@ impl OrgsApi {
     )]
     async fn get(
         &self,
+        state: poem::web::Data<&AppState>,
         org: org::Path<ReadFleet>,
     ) -> Result<Json<Organization>, Errors<(Unauthorized, NotFound, TooManyRequests)>> {
+        let plan = domain::billing::plan_of(
+            &state.db.orm,
+            org.org.id.into(),
+            &domain::billing::default_plan(&state.config),
+        )
+        .await?;
         Ok(Json(Organization {
             role: org.role.as_str().to_owned(),
             slug: org.org.slug,
             name: org.org.name,
-            plan: org.org.plan,
+            plan: plan.to_string(),
             sso_enforced: org.org.sso_enforced,
             created_at: org.org.created_at,
         }))

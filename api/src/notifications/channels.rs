@@ -11,7 +11,7 @@ use domain::notifications::{
     outbox,
 };
 use entities::notification_channels;
-use platform::ids::ChannelId;
+use platform::ids::{ChannelId, OrgId};
 use poem_openapi::{
     ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::MaybeUndefined,
 };
@@ -289,9 +289,12 @@ impl ChannelsApi {
     /// Create a notification channel. 400 `invalid-request` for no name, an unknown kind, a
     /// configuration the kind does not accept (unknown or missing fields, a URL that is not
     /// https or resolves to a private address, a supplied webhook secret, more than 50
-    /// addresses); 409 `conflict` when a channel has that name; 503 `not-configured` when the
+    /// addresses); 403 `plan-required` when the organization's plan lacks the kind (slack,
+    /// teams, ntfy and pagerduty need team or above, webhook business or above; email is on
+    /// every plan); 409 `conflict` when a channel has that name; 503 `not-configured` when the
     /// deployment has no `SECRETS_KEY` to encrypt credentials with. A webhook channel's
-    /// `signing_secret` is in this answer only.
+    /// `signing_secret` is in this answer only. After a downgrade a channel of a kind the plan
+    /// lacks is kept, but its deliveries are recorded as `skipped` (reason `plan`).
     #[oai(
         path = "/v1/orgs/:org/notification-channels",
         method = "post",
@@ -307,9 +310,16 @@ impl ChannelsApi {
         let name = input::name("name", &body.name)?;
         let kind = ChannelKind::from(body.kind);
         let events = filter_json(body.events.as_deref())?;
-        // Checked before the key so a bad request says what is wrong with it.
+        // Checked before the plan and the key so a bad request says what is wrong with it.
         ChannelConfig::check(kind, &body.config, state.config.outbound_allow_private)
             .map_err(|e| ApiError::invalid(e.0))?;
+        let plan = domain::billing::plan_of(
+            &state.db.orm,
+            OrgId::from(org.org_id()),
+            &domain::billing::default_plan(&state.config),
+        )
+        .await?;
+        domain::billing::check_channel(&plan, kind.as_str())?;
         let key = sealing_key(&state)?;
         let (config, sealed) = checked(&state, kind, &body.config, &key).await?;
         let now = state.clock.now();

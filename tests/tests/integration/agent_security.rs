@@ -393,6 +393,61 @@ async fn agent_supplied_strings_are_bounded_and_advisory_links_are_https() {
 }
 
 #[tokio::test]
+async fn control_characters_and_direction_overrides_are_refused_in_agent_strings() {
+    let (app, owner, token) = fleet().await;
+    // At enrolment: a host name that would repaint a terminal or reverse the text around it.
+    for hostname in ["web-1\u{1b}[2J", "web\u{202e}1-bew", "web-1\n"] {
+        let mut agent = TestAgent::new(hostname);
+        let answer = agent.enroll(&app, &token).await;
+        let problem = answer.assert_problem(400, "invalid-request");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("facts.hostname")),
+            "the detail names the field: {problem}"
+        );
+    }
+    // At check-in: any reported string, for example a package version or an advisory title.
+    let agent = enrolled(&app, &token, "web-1").await;
+    let mut body = with_update(&agent, advisory("https://ubuntu.com/x"));
+    body["updates"][0]["advisories"][0]["title"] = json!("Fix\u{7}");
+    let answer = agent
+        .post(
+            &app,
+            "/v1/agent/check-in",
+            &body,
+            app.clock_now(),
+            Tamper::None,
+        )
+        .await;
+    answer.assert_problem(400, "invalid-request");
+    let mut body = agent.check_in_body("d");
+    body["facts"]["hostname"] = json!("web-1\u{0}");
+    let answer = agent
+        .post(
+            &app,
+            "/v1/agent/check-in",
+            &body,
+            app.clock_now(),
+            Tamper::None,
+        )
+        .await;
+    answer.assert_problem(400, "invalid-request");
+    // Nothing of it was stored: the host keeps the name it enrolled with.
+    let hosts = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/hosts",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(hosts["items"][0]["hostname"], "web-1");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn control_characters_are_refused_in_host_display_names_and_notes() {
     let (app, owner, token) = fleet().await;
     let agent = enrolled(&app, &token, "web-1").await;

@@ -23,9 +23,11 @@ async fn sign_up_creates_the_account_and_organization_with_the_person_as_owner()
             .is_some_and(|id| id.starts_with("usr_") && id.len() == 30)
     );
     assert_eq!(me["time_zone"], "UTC");
+    // A deployment that takes no payments (no PAYMENTS_WEBHOOK_SECRET): every organization
+    // without a subscription is on the default plan, enterprise (decisions §17).
     assert_eq!(
         me["organizations"],
-        json!([{"slug": "acme", "name": "acme", "role": "owner", "plan": "free"}])
+        json!([{"slug": "acme", "name": "acme", "role": "owner", "plan": "enterprise"}])
     );
     assert_eq!(me["csrf_token"], owner.csrf.as_str());
 

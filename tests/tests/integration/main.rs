@@ -4,6 +4,7 @@ mod access_walk;
 mod agent_security;
 mod agents;
 mod auth;
+mod billing;
 mod client_address;
 mod comments;
 mod email_links;

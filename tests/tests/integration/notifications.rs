@@ -1063,3 +1063,98 @@ async fn a_mention_email_honours_mention_email() {
         "no email to a member who turned mention_email off"
     );
 }
+
+async fn org_id(app: &TestApp) -> platform::ids::OrgId {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let org = entities::organizations::Entity::find()
+        .filter(entities::organizations::Column::Slug.eq("acme"))
+        .one(&app.state.db.orm)
+        .await
+        .expect("query")
+        .expect("acme");
+    platform::ids::OrgId::from(org.id)
+}
+
+#[tokio::test]
+async fn the_plan_gates_channel_kinds_and_a_downgrade_skips_their_deliveries() {
+    // A deployment that takes payments: organizations start on free.
+    let app = TestApp::builder().payments().start().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let receiver = Receiver::start().await;
+    for (kind, config) in [
+        ("slack", json!({"webhook_url": receiver.url("/s")})),
+        ("teams", json!({"webhook_url": receiver.url("/t")})),
+        ("ntfy", json!({"topic_url": receiver.url("/n")})),
+        ("pagerduty", json!({"routing_key": "R0123"})),
+        ("webhook", json!({"url": receiver.url("/w")})),
+    ] {
+        let refused = create(
+            &app,
+            &owner,
+            json!({"kind": kind, "name": kind, "config": config}),
+        )
+        .await;
+        refused.assert_problem(403, "plan-required");
+    }
+    channel(
+        &app,
+        &owner,
+        json!({"kind": "email", "name": "mail", "config": {"to": ["ops@acme.test"]}}),
+    )
+    .await;
+    let org = org_id(&app).await;
+    domain::billing::set_plan(
+        &app.state.db.orm,
+        org,
+        &domain::billing::Plan::Team,
+        app.clock_now(),
+    )
+    .await
+    .expect("team");
+    channel(
+        &app,
+        &owner,
+        json!({"kind": "slack", "name": "slack", "config": {"webhook_url": receiver.url("/s")}}),
+    )
+    .await;
+    create(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "hook", "config": {"url": receiver.url("/w")}}),
+    )
+    .await
+    .assert_problem(403, "plan-required");
+    domain::billing::set_plan(
+        &app.state.db.orm,
+        org,
+        &domain::billing::Plan::Business,
+        app.clock_now(),
+    )
+    .await
+    .expect("business");
+    let hook = channel(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "hook", "config": {"url": receiver.url("/w")}}),
+    )
+    .await;
+    // Downgraded: the channel stays, its deliveries are skipped and nothing is sent.
+    domain::billing::set_plan(
+        &app.state.db.orm,
+        org,
+        &domain::billing::Plan::Free,
+        app.clock_now(),
+    )
+    .await
+    .expect("free");
+    test_event(&app, &owner, &id(&hook)).await;
+    app.run_pending_jobs().await;
+    let log = deliveries(&app, &owner, &id(&hook)).await;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(
+        (log[0]["status"].clone(), log[0]["reason"].clone()),
+        (json!("skipped"), json!("plan"))
+    );
+    assert_eq!(log[0]["attempts"], json!([]));
+    assert!(receiver.received().is_empty());
+}

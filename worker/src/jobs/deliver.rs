@@ -23,7 +23,7 @@ use entities::{
     notification_attempts, notification_channels, notification_deliveries, notification_events,
 };
 use platform::{
-    ids::DeliveryId,
+    ids::{DeliveryId, OrgId},
     jobs::{DeliverNotification, SendEmail},
     outbound::read_limited,
 };
@@ -68,6 +68,16 @@ pub async fn run(job: DeliverNotification, deps: Data<Deps>) -> Result<(), BoxDy
     ) else {
         return Ok(());
     };
+    // A downgrade keeps channels but stops deliveries of kinds the plan lacks.
+    let plan = domain::billing::plan_of(
+        db,
+        OrgId::from(delivery.org_id),
+        &domain::billing::default_plan(&deps.config),
+    )
+    .await?;
+    if !domain::billing::allows_channel(&plan, &channel.kind) {
+        return skip(&deps, &delivery, "plan").await;
+    }
     let started = Instant::now();
     let attempted = attempt(&deps, &delivery, &channel, &event).await;
     let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -211,6 +221,40 @@ fn link(base: &Url, data: &Value, subject: Option<&str>) -> Option<String> {
     ));
     url.set_query(None);
     Some(url.to_string())
+}
+
+/// Ends a delivery without an attempt: `skipped` with `reason` (`plan`).
+async fn skip(
+    deps: &Deps,
+    delivery: &notification_deliveries::Model,
+    reason: &str,
+) -> Result<(), BoxDynError> {
+    let now = deps.clock.now();
+    notification_deliveries::Entity::update_many()
+        .col_expr(
+            notification_deliveries::Column::Status,
+            Expr::value(delivery_status::SKIPPED),
+        )
+        .col_expr(
+            notification_deliveries::Column::NextAttemptAt,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .col_expr(
+            notification_deliveries::Column::Reason,
+            Expr::value(Some(reason.to_owned())),
+        )
+        .col_expr(notification_deliveries::Column::UpdatedAt, Expr::value(now))
+        .col_expr(
+            notification_deliveries::Column::FinishedAt,
+            Expr::value(Some(now)),
+        )
+        .filter(notification_deliveries::Column::Id.eq(delivery.id))
+        .filter(notification_deliveries::Column::Status.eq(delivery_status::PENDING))
+        .filter(notification_deliveries::Column::Attempts.eq(delivery.attempts))
+        .exec(&deps.db.orm)
+        .await?;
+    tracing::info!(delivery = %DeliveryId::from(delivery.id), reason, "notification skipped");
+    Ok(())
 }
 
 /// Records the attempt and moves the delivery on, conditional on no other run having recorded

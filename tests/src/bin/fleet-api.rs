@@ -1,0 +1,6 @@
+//! The `api` program, built inside this package so that integration tests can run it as a
+//! separate process (`CARGO_BIN_EXE_fleet-api`), e.g. `api plan set`.
+
+fn main() -> std::process::ExitCode {
+    api::cli::main()
+}
