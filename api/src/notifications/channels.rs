@@ -319,7 +319,7 @@ impl ChannelsApi {
             &domain::billing::default_plan(&state.config),
         )
         .await?;
-        domain::billing::check_channel(&plan, kind.as_str())?;
+        domain::billing::check_channel(&plan, kind.as_str()).map_err(ApiError::from)?;
         let key = sealing_key(&state)?;
         let (config, sealed) = checked(&state, kind, &body.config, &key).await?;
         let now = state.clock.now();
