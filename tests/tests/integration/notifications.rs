@@ -1158,3 +1158,88 @@ async fn the_plan_gates_channel_kinds_and_a_downgrade_skips_their_deliveries() {
     assert_eq!(log[0]["attempts"], json!([]));
     assert!(receiver.received().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_delivery_loses_nothing_the_delivery_runs_again() {
+    let app = TestApp::builder().without_worker().start().await;
+    app.organization("acme").await;
+    let owner = app.member("acme", Role::Owner, "owner@acme.test").await;
+    let receiver = Receiver::start().await;
+    // The first request hangs (the worker is killed while it waits); the next succeeds.
+    receiver.queue([Reply::Hang]);
+    let hook = channel(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "w", "config": {"url": receiver.url("/in")}}),
+    )
+    .await;
+    test_event(&app, &owner, &id(&hook)).await;
+    let ca = tests::receiver::TestCa::get().file.display().to_string();
+    let env = [
+        ("SECRETS_KEY", tests::TEST_SECRETS_KEY),
+        ("OUTBOUND_CA_FILE", ca.as_str()),
+        ("OUTBOUND_ALLOW_PRIVATE", "true"),
+    ];
+    const WORKER: &str = env!("CARGO_BIN_EXE_fleet-worker");
+    let mut first =
+        tests::processes::spawn_worker_with(WORKER, app.database.url(), &app.smtp.url(), 4, &env);
+    let got = receiver.wait_for(1, Duration::from_secs(60)).await;
+    first.start_kill().expect("kill the worker");
+    let _ = first.wait().await;
+    let mut second =
+        tests::processes::spawn_worker_with(WORKER, app.database.url(), &app.smtp.url(), 4, &env);
+    let again = receiver.wait_for(2, Duration::from_secs(60)).await;
+    assert_eq!(
+        got[0].header("webhook-id"),
+        again[1].header("webhook-id"),
+        "the same delivery, sent again"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let log = loop {
+        let log = deliveries(&app, &owner, &id(&hook)).await;
+        if log.first().is_some_and(|d| d["status"] == "delivered")
+            || tokio::time::Instant::now() > deadline
+        {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["status"], "delivered");
+    tests::processes::stop_gracefully(&mut second).await;
+    assert_eq!(receiver.received().len(), 2);
+}
+
+#[tokio::test]
+async fn host_enrolled_and_host_offline_are_announced() {
+    let app = TestApp::new().await;
+    let fleet = Fleet::new(&app).await;
+    let receiver = Receiver::start().await;
+    channel(
+        &app,
+        &fleet.owner,
+        json!({"kind": "webhook", "name": "hosts",
+        "config": {"url": receiver.url("/hosts")}, "events": ["host.enrolled", "host.offline"]}),
+    )
+    .await;
+    fleet.host("web-1", json!([]), json!({})).await;
+    app.run_pending_jobs().await;
+    let enrolled = receiver.wait_for(1, WAIT).await[0].json();
+    assert_eq!(enrolled["type"], "host.enrolled");
+    assert_eq!(enrolled["data"]["host"]["hostname"], "web-1");
+    assert!(
+        enrolled["data"]["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://fleet.test/orgs/acme/hosts/hst_"))
+    );
+    // Silent for more than three intervals: offline at the next upkeep.
+    later(&app, 16 * 60).await;
+    let got = receiver.wait_for(2, WAIT).await;
+    let offline = got[1].json();
+    assert_eq!(offline["type"], "host.offline");
+    assert_eq!(
+        offline["data"]["host"]["id"],
+        enrolled["data"]["host"]["id"]
+    );
+    assert_eq!(got.len(), 2, "nothing else: the filter holds");
+}
