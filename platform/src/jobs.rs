@@ -154,6 +154,51 @@ impl Queue {
         self.push_task(job, Some(key), None).await
     }
 
+    /// Queues every `(key, job)` at once, skipping those whose key is taken (see
+    /// [`Queue::push_unique`]). One bulk insert; on Postgres a taken key fails the whole batch,
+    /// which is then pushed one job at a time.
+    pub async fn push_unique_many<J: Job>(&self, jobs: Vec<(String, J)>) -> anyhow::Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let tasks = |jobs: &[(String, J)]| {
+            jobs.iter()
+                .map(|(key, job)| {
+                    TaskBuilder::new(job.clone())
+                        .max_attempts(J::RETRIES + 1)
+                        .idempotency_key(key)
+                        .build()
+                })
+                .collect::<Vec<_>>()
+        };
+        match &self.pool {
+            Pool::Postgres(pool) => {
+                let mut storage =
+                    PostgresStorage::<J>::new(pool).with_config(postgres_config(J::QUEUE));
+                let batch = futures::stream::iter(tasks(&jobs));
+                match storage.push_all(&mut Box::pin(batch)).await {
+                    Ok(()) => Ok(()),
+                    Err(err) if is_unique_violation(&err) => {
+                        for (key, job) in jobs {
+                            self.push_unique(&key, job).await?;
+                        }
+                        Ok(())
+                    }
+                    Err(err) => Err(anyhow::anyhow!("queueing {} jobs: {err}", J::QUEUE)),
+                }
+            }
+            Pool::Sqlite(pool) => {
+                let mut storage =
+                    SqliteStorage::<J>::new(pool).with_config(sqlite_config(J::QUEUE));
+                let batch = futures::stream::iter(tasks(&jobs));
+                storage
+                    .push_all(&mut Box::pin(batch))
+                    .await
+                    .map_err(|err| anyhow::anyhow!("queueing {} jobs: {err}", J::QUEUE))
+            }
+        }
+    }
+
     async fn push_task<J: Job>(
         &self,
         job: J,

@@ -144,15 +144,21 @@ pub async fn queue_due(deps: &Deps, now: DateTime<Utc>) -> Result<usize, BoxDynE
         .into_tuple()
         .all(&deps.db.orm)
         .await?;
-    let queue = Queue::new(&deps.db);
     let mut by_attempt: std::collections::BTreeMap<i32, Vec<Uuid>> = Default::default();
-    for (delivery_id, attempt) in &due {
-        let job = DeliverNotification {
-            delivery_id: *delivery_id,
-            attempt: *attempt,
-        };
-        queue.push_unique(&job.key(), job).await?;
-        by_attempt.entry(*attempt).or_default().push(*delivery_id);
+    let jobs: Vec<(String, DeliverNotification)> = due
+        .iter()
+        .map(|(delivery_id, attempt)| {
+            by_attempt.entry(*attempt).or_default().push(*delivery_id);
+            let job = DeliverNotification {
+                delivery_id: *delivery_id,
+                attempt: *attempt,
+            };
+            (job.key(), job)
+        })
+        .collect();
+    let queue = Queue::new(&deps.db);
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        queue.push_unique_many(chunk.to_vec()).await?;
     }
     // Conditional on the attempt count, so a delivery whose attempt already ran keeps asking
     // for its next one.
