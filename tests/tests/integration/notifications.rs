@@ -1243,3 +1243,69 @@ async fn host_enrolled_and_host_offline_are_announced() {
     );
     assert_eq!(got.len(), 2, "nothing else: the filter holds");
 }
+
+#[tokio::test]
+async fn a_known_exploited_cve_on_an_open_proposal_is_announced_once() {
+    use sea_orm::ActiveModelTrait;
+    let app = TestApp::new().await;
+    let fleet = Fleet::new(&app).await;
+    let receiver = Receiver::start().await;
+    channel(
+        &app,
+        &fleet.owner,
+        json!({"kind": "webhook", "name": "kev",
+        "config": {"url": receiver.url("/kev")}, "events": ["advisory.known_exploited"]}),
+    )
+    .await;
+    let advisories = json!([{"external_id": "USN-7001-1", "source": "usn", "severity": "high",
+        "title": "openssl fix", "url": "https://ubuntu.com/security/notices/USN-7001-1",
+        "cves": ["CVE-2026-1000"]}]);
+    fleet
+        .host(
+            "web-1",
+            json!([crate::proposals::update(
+                "openssl", "3.0.1", "3.0.2", advisories
+            )]),
+            json!({}),
+        )
+        .await;
+    let policy = fleet
+        .policy(
+            json!({"name": "everything", "scope": {"groups": []}, "required_approvals": 1,
+            "apply": "asap", "reboot": "never", "auto_merge": false, "updates": "all"}),
+        )
+        .await;
+    app.run_pending_jobs().await;
+    assert!(receiver.received().is_empty(), "not known exploited yet");
+    entities::known_exploited::ActiveModel {
+        cve: sea_orm::Set("CVE-2026-1000".into()),
+        added_at: sea_orm::Set(app.clock_now()),
+    }
+    .insert(&app.state.db.orm)
+    .await
+    .expect("kev");
+    let policy_id = platform::ids::PolicyId::parse(policy["id"].as_str().unwrap_or_default())
+        .expect("pol id")
+        .uuid();
+    for _ in 0..2 {
+        domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
+            .await
+            .expect("evaluate");
+        later(&app, 1).await;
+    }
+    let got = receiver.wait_for(1, WAIT).await;
+    assert_eq!(got.len(), 1, "once per organization and CVE");
+    let body = got[0].json();
+    assert_eq!(body["type"], "advisory.known_exploited");
+    assert_eq!(body["data"]["cve"], "CVE-2026-1000");
+    assert!(
+        body["data"]["proposal"]["id"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("prp_"))
+    );
+    assert!(
+        body["data"]["url"]
+            .as_str()
+            .is_some_and(|u| u.contains("/proposals/prp_"))
+    );
+}

@@ -206,7 +206,11 @@ async fn attempt(
 /// `{base}/orgs/{slug}/proposals/{prp_…}` or `…/hosts/{hst_…}` for what the event is about.
 fn link(base: &Url, data: &Value, subject: Option<&str>) -> Option<String> {
     let slug = data.pointer("/organization/slug")?.as_str()?;
-    let subject = subject?;
+    // A CVE's event links to the proposal that fixes it.
+    let subject = match subject {
+        Some(s) if s.starts_with("prp_") || s.starts_with("hst_") => s,
+        _ => data.pointer("/proposal/id")?.as_str()?,
+    };
     let collection = if subject.starts_with("prp_") {
         "proposals"
     } else if subject.starts_with("hst_") {
@@ -358,6 +362,11 @@ mod tests {
             Some("https://fleet.example/app/orgs/acme/hosts/hst_abc")
         );
         assert_eq!(link(&base, &data, Some("nch_abc")), None);
+        let kev = json!({"organization": {"slug": "acme"}, "proposal": {"id": "prp_x"}});
+        assert_eq!(
+            link(&base, &kev, Some("CVE-2026-1000")).as_deref(),
+            Some("https://fleet.example/app/orgs/acme/proposals/prp_x")
+        );
         assert_eq!(link(&base, &json!({}), Some("prp_abc")), None);
     }
 }
