@@ -1309,3 +1309,51 @@ async fn a_known_exploited_cve_on_an_open_proposal_is_announced_once() {
             .is_some_and(|u| u.contains("/proposals/prp_"))
     );
 }
+
+#[tokio::test]
+async fn a_destination_that_resolves_to_a_private_address_is_refused_again_at_delivery() {
+    use sea_orm::{ActiveModelTrait, Set};
+    let app = TestApp::builder().outbound_guarded().start().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let receiver = Receiver::start().await;
+    // As if saved while the name still resolved to a public address: the row is written
+    // directly, sealed as the api seals it.
+    let key: [u8; 32] = STANDARD
+        .decode(tests::TEST_SECRETS_KEY)
+        .expect("base64")
+        .try_into()
+        .expect("32 bytes");
+    let config = json!({"kind": "webhook", "url": receiver.url("/in"),
+        "secret": domain::notifications::signing::generate_secret()});
+    let now = app.clock_now();
+    let row = entities::notification_channels::ActiveModel {
+        id: Set(platform::ids::new_uuid()),
+        org_id: Set(org_id(&app).await.uuid()),
+        kind: Set("webhook".into()),
+        name: Set("rebound".into()),
+        display: Set("localhost".into()),
+        config: Set(platform::crypto::seal(
+            &key,
+            config.to_string().as_bytes(),
+            b"channel-config",
+        )),
+        events: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&app.state.db.orm)
+    .await
+    .expect("channel row");
+    let channel_id = platform::ids::ChannelId::from(row.id).to_string();
+    test_event(&app, &owner, &channel_id).await;
+    app.run_pending_jobs().await;
+    let log = deliveries(&app, &owner, &channel_id).await;
+    assert_eq!(log[0]["status"], "pending", "{log:?}");
+    assert!(
+        log[0]["attempts"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused")),
+        "{log:?}"
+    );
+    assert!(receiver.received().is_empty());
+}
