@@ -424,6 +424,9 @@ async fn a_url_resolving_to_a_private_address_is_refused_at_save_and_at_delivery
 #[tokio::test]
 async fn a_webhook_test_delivery_is_signed_per_standard_webhooks_and_logged() {
     let app = TestApp::new().await;
+    // The library checks the timestamp against the real clock: this test runs at the real time.
+    app.clock
+        .set(platform::clock::Clock::now(&platform::clock::SystemClock));
     let owner = app.sign_up("owner@acme.test", "acme").await;
     let receiver = Receiver::start().await;
     let hook = channel(
@@ -443,6 +446,17 @@ async fn a_webhook_test_delivery_is_signed_per_standard_webhooks_and_logged() {
     assert_eq!(request.method, "POST");
     assert_eq!(request.path, "/in");
     assert_eq!(request.header("content-type"), Some("application/json"));
+    // The Standard Webhooks library, as a receiver uses it.
+    let library = standardwebhooks::Webhook::new(&secret).expect("a whsec_ secret");
+    library
+        .verify(&request.body, &request.headers)
+        .expect("the standardwebhooks library verifies the delivery");
+    let other =
+        standardwebhooks::Webhook::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("secret");
+    assert!(
+        other.verify(&request.body, &request.headers).is_err(),
+        "and refuses another secret"
+    );
     assert!(verify(&secret, request), "the signature verifies");
     assert!(!verify("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", request));
     let body = request.json();
@@ -1356,4 +1370,24 @@ async fn a_destination_that_resolves_to_a_private_address_is_refused_again_at_de
         "{log:?}"
     );
     assert!(receiver.received().is_empty());
+}
+
+#[test]
+fn the_signer_agrees_with_the_standard_webhooks_library() {
+    for _ in 0..20 {
+        let secret = domain::notifications::signing::generate_secret();
+        let library = standardwebhooks::Webhook::new(&secret).expect("a whsec_ secret");
+        for body in ["{}", r#"{"type":"test","data":{"name":"ünïcode"}}"#, ""] {
+            assert_eq!(
+                domain::notifications::signing::sign(
+                    &secret,
+                    "dlv_x",
+                    1_700_000_000,
+                    body.as_bytes()
+                )
+                .ok(),
+                library.sign("dlv_x", 1_700_000_000, body.as_bytes()).ok()
+            );
+        }
+    }
 }
