@@ -1391,3 +1391,47 @@ fn the_signer_agrees_with_the_standard_webhooks_library() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_receiver_answering_500_forever_is_retried_for_24_hours_then_failed() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let broken = Receiver::with_handler(|_| Reply::Status(500, "broken".into())).await;
+    let hook = channel(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "broken", "config": {"url": broken.url("/in")}}),
+    )
+    .await;
+    test_event(&app, &owner, &id(&hook)).await;
+    app.run_pending_jobs().await;
+    // An hour at a time: every due retry is made, none early, until the day is over.
+    for _ in 0..25 {
+        later(&app, 3600).await;
+    }
+    let log = deliveries(&app, &owner, &id(&hook)).await;
+    assert_eq!(log[0]["status"], "failed", "{log:?}");
+    assert!(
+        log[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("24 hours") && r.contains("500"))
+    );
+    let attempts = log[0]["attempts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        attempts.len(),
+        broken.received().len(),
+        "every attempt logged"
+    );
+    // 1 + hourly catch-ups: the clock moved an hour at a time, so each tick made one attempt.
+    assert!(
+        (20..=30).contains(&attempts.len()),
+        "{} attempts",
+        attempts.len()
+    );
+    later(&app, 3600).await;
+    assert_eq!(
+        broken.received().len(),
+        attempts.len(),
+        "no attempt after it failed"
+    );
+}
