@@ -32,9 +32,6 @@ use crate::{
     identity::roles::Manage,
 };
 
-/// The associated data channel configurations are sealed with (the worker opens them).
-pub const CONFIG_PURPOSE: &[u8] = b"channel-config";
-
 /// A kind of channel.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
 #[oai(rename_all = "lowercase")]
@@ -215,25 +212,26 @@ fn sealing_key(state: &AppState) -> Result<[u8; 32], ApiError> {
         })
 }
 
-/// Checks `raw` as a `kind` configuration, its URLs against the guard, and seals it.
-async fn checked(
+/// Checks the configuration's URLs against the guard on private destinations (resolving them
+/// now; the guard holds again on every connect) and seals it.
+async fn sealed(
     state: &AppState,
-    kind: ChannelKind,
-    raw: &serde_json::Value,
+    config: &ChannelConfig,
     key: &[u8; 32],
-) -> Result<(ChannelConfig, String), ApiError> {
+) -> Result<String, ApiError> {
     let allow_private = state.config.outbound_allow_private;
-    let checked =
-        ChannelConfig::check(kind, raw, allow_private).map_err(|e| ApiError::invalid(e.0))?;
-    for url in checked.urls() {
+    for url in config.urls() {
         let parsed = url::Url::parse(url).map_err(|_| ApiError::invalid("config: not a URL"))?;
         platform::outbound::check_destination(&parsed, allow_private)
             .await
             .map_err(|e| ApiError::invalid(format!("config: {e}")))?;
     }
-    let json = checked.to_json().map_err(anyhow::Error::from)?;
-    let sealed = platform::crypto::seal(key, json.as_bytes(), CONFIG_PURPOSE);
-    Ok((checked, sealed))
+    let json = config.to_json().map_err(anyhow::Error::from)?;
+    Ok(platform::crypto::seal(
+        key,
+        json.as_bytes(),
+        config::SEALED_PURPOSE,
+    ))
 }
 
 /// A unique violation on the channel name is a conflict.
@@ -311,7 +309,7 @@ impl ChannelsApi {
         let kind = ChannelKind::from(body.kind);
         let events = filter_json(body.events.as_deref())?;
         // Checked before the plan and the key so a bad request says what is wrong with it.
-        ChannelConfig::check(kind, &body.config, state.config.outbound_allow_private)
+        let config = ChannelConfig::check(kind, &body.config, state.config.outbound_allow_private)
             .map_err(|e| ApiError::invalid(e.0))?;
         let plan = domain::billing::plan_of(
             &state.db.orm,
@@ -321,7 +319,7 @@ impl ChannelsApi {
         .await?;
         domain::billing::check_channel(&plan, kind.as_str()).map_err(ApiError::from)?;
         let key = sealing_key(&state)?;
-        let (config, sealed) = checked(&state, kind, &body.config, &key).await?;
+        let sealed = sealed(&state, &config, &key).await?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let row = notification_channels::ActiveModel {
@@ -383,10 +381,11 @@ impl ChannelsApi {
         })?;
         let replaced = match &body.config {
             Some(raw) => {
-                ChannelConfig::check(kind, raw, state.config.outbound_allow_private)
+                let config = ChannelConfig::check(kind, raw, state.config.outbound_allow_private)
                     .map_err(|e| ApiError::invalid(e.0))?;
                 let key = sealing_key(&state)?;
-                Some(checked(&state, kind, raw, &key).await?)
+                let sealed = sealed(&state, &config, &key).await?;
+                Some((config, sealed))
             }
             None => None,
         };

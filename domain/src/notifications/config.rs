@@ -13,6 +13,10 @@ use url::{Host, Url};
 
 use super::{ChannelKind, EventKind, signing};
 
+/// The associated data a channel's configuration is sealed with (`platform::crypto`): a
+/// sealed value copied into another column does not open.
+pub const SEALED_PURPOSE: &[u8] = b"channel-config";
+
 /// At most this many addresses on one email channel.
 pub const MAX_EMAIL_RECIPIENTS: usize = 50;
 const MAX_URL: usize = 2048;

@@ -1349,7 +1349,7 @@ async fn a_destination_that_resolves_to_a_private_address_is_refused_again_at_de
         config: Set(platform::crypto::seal(
             &key,
             config.to_string().as_bytes(),
-            b"channel-config",
+            domain::notifications::config::SEALED_PURPOSE,
         )),
         events: Set(None),
         created_at: Set(now),

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use domain::notifications::{
     EventKind,
     backoff::{self, Next, Outcome},
-    config::ChannelConfig,
+    config::{ChannelConfig, SEALED_PURPOSE},
     delivery_status,
     wire::{self, Outgoing},
 };
@@ -34,8 +34,6 @@ use url::Url;
 
 use crate::{Deps, mailer::DeliveryError};
 
-/// The associated data channel configurations are sealed with.
-pub const CONFIG_PURPOSE: &[u8] = b"channel-config";
 /// How much of a receiver's answer is read (and then dropped): enough to reuse the connection,
 /// never enough for a huge answer to matter.
 const ANSWER_LIMIT: usize = 64 * 1024;
@@ -101,7 +99,7 @@ async fn attempt(
             "SECRETS_KEY is not configured: the channel's configuration cannot be read".into(),
         );
     };
-    let config = match platform::crypto::open(key.expose(), &channel.config, CONFIG_PURPOSE)
+    let config = match platform::crypto::open(key.expose(), &channel.config, SEALED_PURPOSE)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<ChannelConfig>(&bytes).ok())
     {
