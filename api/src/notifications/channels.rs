@@ -4,6 +4,8 @@
 //! returned; `display` tells channels apart. A webhook's `whsec_` signing secret is generated
 //! here and shown only in the answer that creates or replaces the configuration.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use domain::notifications::{
     ChannelKind, EventKind,
@@ -34,7 +36,7 @@ use crate::{
 
 /// A kind of channel.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
-#[oai(rename_all = "lowercase")]
+#[oai(rename = "NotificationChannelKind", rename_all = "lowercase")]
 pub enum Kind {
     Slack,
     Teams,
@@ -59,6 +61,7 @@ impl From<Kind> for ChannelKind {
 
 /// An event type a channel can ask for.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[oai(rename = "NotificationEventType")]
 pub enum EventType {
     #[oai(rename = "proposal.opened")]
     ProposalOpened,
@@ -94,7 +97,7 @@ impl From<EventType> for EventKind {
 }
 
 #[derive(Object)]
-#[oai(deny_unknown_fields)]
+#[oai(rename = "NewNotificationChannel", deny_unknown_fields)]
 pub struct NewChannel {
     pub kind: Kind,
     /// Unique in the organization (1–255 characters).
@@ -106,26 +109,27 @@ pub struct NewChannel {
     /// URLs must be https (ntfy may be http only where `OUTBOUND_ALLOW_PRIVATE` is set) and
     /// must not resolve to a loopback, private or link-local address. Unknown fields are
     /// refused.
-    pub config: serde_json::Value,
+    pub config: BTreeMap<String, serde_json::Value>,
     /// The event types to send; absent or null is every event.
     pub events: Option<Vec<EventType>>,
 }
 
 #[derive(Object)]
-#[oai(deny_unknown_fields)]
+#[oai(rename = "NotificationChannelPatch", deny_unknown_fields)]
 pub struct ChannelPatch {
     /// New name; absent or null leaves it.
     #[oai(validator(max_length = 255))]
     pub name: Option<Name>,
     /// A whole new configuration replacing the old (no merging); absent or null leaves it.
     /// Replacing a webhook's configuration generates a new signing secret, returned once.
-    pub config: Option<serde_json::Value>,
+    pub config: Option<BTreeMap<String, serde_json::Value>>,
     /// The event types to send; null is every event; absent leaves the filter.
     pub events: MaybeUndefined<Vec<EventType>>,
 }
 
 /// A notification channel, without its configuration.
 #[derive(Object)]
+#[oai(rename = "NotificationChannel")]
 pub struct Channel {
     /// `nch_` id.
     pub id: ChannelId,
@@ -309,7 +313,8 @@ impl ChannelsApi {
         let kind = ChannelKind::from(body.kind);
         let events = filter_json(body.events.as_deref())?;
         // Checked before the plan and the key so a bad request says what is wrong with it.
-        let config = ChannelConfig::check(kind, &body.config, state.config.outbound_allow_private)
+        let raw = serde_json::Value::Object(body.config.into_iter().collect());
+        let config = ChannelConfig::check(kind, &raw, state.config.outbound_allow_private)
             .map_err(|e| ApiError::invalid(e.0))?;
         let plan = domain::billing::plan_of(
             &state.db.orm,
@@ -380,8 +385,9 @@ impl ChannelsApi {
             ApiError::Internal(anyhow::anyhow!("a stored channel kind is unknown"))
         })?;
         let replaced = match &body.config {
-            Some(raw) => {
-                let config = ChannelConfig::check(kind, raw, state.config.outbound_allow_private)
+            Some(fields) => {
+                let raw = serde_json::Value::Object(fields.clone().into_iter().collect());
+                let config = ChannelConfig::check(kind, &raw, state.config.outbound_allow_private)
                     .map_err(|e| ApiError::invalid(e.0))?;
                 let key = sealing_key(&state)?;
                 let sealed = sealed(&state, &config, &key).await?;

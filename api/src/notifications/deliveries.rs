@@ -27,6 +27,7 @@ use crate::{
 
 /// One try at a delivery.
 #[derive(Object)]
+#[oai(rename = "NotificationAttempt")]
 pub struct Attempt {
     /// 1 for the first attempt.
     pub number: i32,
@@ -43,6 +44,7 @@ pub struct Attempt {
 
 /// One event sent to one channel.
 #[derive(Object)]
+#[oai(rename = "NotificationDelivery")]
 pub struct Delivery {
     /// `dlv_` id; a webhook receives it as `webhook-id`, the same on every attempt.
     pub id: DeliveryId,
