@@ -7,6 +7,7 @@ pub mod cli;
 pub mod fleet;
 pub mod http;
 pub mod identity;
+pub mod notifications;
 pub mod proposals;
 pub mod state;
 
@@ -36,9 +37,14 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         proposals::policies::PoliciesApi,
         proposals::api::ProposalsApi,
         proposals::comments::CommentsApi,
-        agent::api::AgentApi,
         // poem-openapi implements OpenApi for tuples of up to 16: the rest nest.
         (
+            notifications::channels::ChannelsApi,
+            notifications::deliveries::DeliveriesApi,
+            notifications::digest::DigestApi,
+        ),
+        (
+            agent::api::AgentApi,
             agent::jobs::AgentJobsApi,
             billing::webhook::WebhookApi,
             billing::account::BillingApi,

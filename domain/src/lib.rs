@@ -8,6 +8,7 @@
 //! map refusals to their own answers.
 
 pub mod billing;
+pub mod notifications;
 pub mod policy;
 pub mod proposals;
 pub mod severity;

@@ -11,6 +11,7 @@ mod m20261122_000003_hosts_groups;
 mod m20261122_000004_agents;
 mod m20261122_000005_proposals;
 mod m20261124_000001_billing;
+mod m20261124_000200_notifications;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000004_agents::Migration),
             Box::new(m20261122_000005_proposals::Migration),
             Box::new(m20261124_000001_billing::Migration),
+            Box::new(m20261124_000200_notifications::Migration),
         ]
     }
 }

@@ -53,6 +53,9 @@ pub struct RawConfig {
     /// Let outbound calls reach loopback and private addresses (on-premises, tests).
     #[arg(long, env = "OUTBOUND_ALLOW_PRIVATE")]
     pub outbound_allow_private: Option<String>,
+    /// PagerDuty Events API v2 enqueue address.
+    #[arg(long, env = "PAGERDUTY_EVENTS_URL")]
+    pub pagerduty_events_url: Option<String>,
     /// JSON manifest of the agent release channels, read hourly.
     #[arg(long, env = "AGENT_MANIFEST_URL")]
     pub agent_manifest_url: Option<String>,
@@ -129,6 +132,8 @@ pub struct Config {
     /// PEM certificates from `OUTBOUND_CA_FILE`.
     pub outbound_ca_pem: Option<Vec<u8>>,
     pub outbound_allow_private: bool,
+    /// Where PagerDuty channels send (Events API v2).
+    pub pagerduty_events_url: Url,
     pub agent_manifest_url: Option<Url>,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: f64,
@@ -140,6 +145,9 @@ pub struct Config {
 /// The plans, least to most privileged (`DEFAULT_PLAN` must name one; `domain::billing::Plan`
 /// holds their rules).
 pub const PLAN_NAMES: [&str; 4] = ["free", "team", "business", "enterprise"];
+
+/// The public PagerDuty Events API v2 enqueue address.
+pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
 fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
@@ -284,16 +292,25 @@ impl RawConfig {
             None => "enterprise".to_owned(),
         };
         let outbound_ca_pem = match non_empty(self.outbound_ca_file) {
-            Some(path) => Some(
-                std::fs::read(path.trim())
-                    .map_err(|e| bad("OUTBOUND_CA_FILE", format!("cannot read {path:?}: {e}")))?,
-            ),
+            Some(path) => {
+                let pem = std::fs::read(path.trim())
+                    .map_err(|e| bad("OUTBOUND_CA_FILE", format!("cannot read {path:?}: {e}")))?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(bad("OUTBOUND_CA_FILE", "holds no PEM certificate"));
+                }
+                Some(pem)
+            }
             None => None,
         };
         let outbound_allow_private = match non_empty(self.outbound_allow_private) {
             Some(v) => parse_bool("OUTBOUND_ALLOW_PRIVATE", &v)?,
             None => false,
         };
+        let pagerduty_events_url = parse_url(
+            "PAGERDUTY_EVENTS_URL",
+            &non_empty(self.pagerduty_events_url)
+                .unwrap_or_else(|| PAGERDUTY_EVENTS_URL.to_owned()),
+        )?;
 
         let rate_limit_burst = match non_empty(self.rate_limit_burst) {
             Some(v) => v
@@ -358,6 +375,7 @@ impl RawConfig {
             default_plan,
             outbound_ca_pem,
             outbound_allow_private,
+            pagerduty_events_url,
             agent_manifest_url,
             rate_limit_burst,
             rate_limit_per_second,
@@ -471,6 +489,33 @@ mod tests {
             missing.validate().expect_err("no file").variable,
             "OUTBOUND_CA_FILE"
         );
+    }
+
+    #[test]
+    fn outbound_settings_default_to_guarded_and_pagerduty_to_its_public_address() {
+        let config = Config::defaults();
+        assert!(!config.outbound_allow_private);
+        assert!(config.outbound_ca_pem.is_none());
+        assert_eq!(config.pagerduty_events_url.as_str(), PAGERDUTY_EVENTS_URL);
+        let wrong = RawConfig {
+            outbound_allow_private: Some("sometimes".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            wrong.validate().expect_err("not a bool").variable,
+            "OUTBOUND_ALLOW_PRIVATE"
+        );
+        let not_pem = std::env::temp_dir().join(format!("not-pem-{}", std::process::id()));
+        std::fs::write(&not_pem, "hello").expect("write");
+        let raw = RawConfig {
+            outbound_ca_file: Some(not_pem.display().to_string()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            raw.validate().expect_err("no PEM").variable,
+            "OUTBOUND_CA_FILE"
+        );
+        let _ = std::fs::remove_file(not_pem);
     }
 
     #[test]

@@ -272,6 +272,16 @@ id_type!(
 );
 id_type!(InvitationId, "inv");
 id_type!(AuditEventId, "aud");
+id_type!(
+    /// A notification channel.
+    ChannelId,
+    "nch"
+);
+id_type!(
+    /// One notification event sent to one channel; the `webhook-id` of a webhook delivery.
+    DeliveryId,
+    "dlv"
+);
 
 #[cfg(test)]
 mod tests {

@@ -154,6 +154,51 @@ impl Queue {
         self.push_task(job, Some(key), None).await
     }
 
+    /// Queues every `(key, job)` at once, skipping those whose key is taken (see
+    /// [`Queue::push_unique`]). One bulk insert; on Postgres a taken key fails the whole batch,
+    /// which is then pushed one job at a time.
+    pub async fn push_unique_many<J: Job>(&self, jobs: Vec<(String, J)>) -> anyhow::Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let tasks = |jobs: &[(String, J)]| {
+            jobs.iter()
+                .map(|(key, job)| {
+                    TaskBuilder::new(job.clone())
+                        .max_attempts(J::RETRIES + 1)
+                        .idempotency_key(key)
+                        .build()
+                })
+                .collect::<Vec<_>>()
+        };
+        match &self.pool {
+            Pool::Postgres(pool) => {
+                let mut storage =
+                    PostgresStorage::<J>::new(pool).with_config(postgres_config(J::QUEUE));
+                let batch = futures::stream::iter(tasks(&jobs));
+                match storage.push_all(&mut Box::pin(batch)).await {
+                    Ok(()) => Ok(()),
+                    Err(err) if is_unique_violation(&err) => {
+                        for (key, job) in jobs {
+                            self.push_unique(&key, job).await?;
+                        }
+                        Ok(())
+                    }
+                    Err(err) => Err(anyhow::anyhow!("queueing {} jobs: {err}", J::QUEUE)),
+                }
+            }
+            Pool::Sqlite(pool) => {
+                let mut storage =
+                    SqliteStorage::<J>::new(pool).with_config(sqlite_config(J::QUEUE));
+                let batch = futures::stream::iter(tasks(&jobs));
+                storage
+                    .push_all(&mut Box::pin(batch))
+                    .await
+                    .map_err(|err| anyhow::anyhow!("queueing {} jobs: {err}", J::QUEUE))
+            }
+        }
+    }
+
     async fn push_task<J: Job>(
         &self,
         job: J,
@@ -310,4 +355,68 @@ pub struct ProposalTimers {
 impl Job for ProposalTimers {
     const QUEUE: &'static str = "proposal.timers";
     const RETRIES: usize = 5;
+}
+
+/// Dispatch the notification outbox: every event not yet dispatched becomes one delivery per
+/// matching channel, then every delivery due for an attempt gets its `notify.deliver` job.
+/// Queued after a change that may have written an event, and by the scheduler whenever an
+/// event or a delivery is waiting (so nothing waits for ever if that push was lost).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NotifyDispatch {
+    /// The second the scheduler queued it for; absent when queued after a change.
+    #[serde(default)]
+    pub at: Option<String>,
+}
+
+impl Job for NotifyDispatch {
+    const QUEUE: &'static str = "notify.dispatch";
+    const RETRIES: usize = 5;
+}
+
+/// One attempt at one notification delivery. `attempt` is the number of attempts made before
+/// it (0 for the first), so a duplicate job for an attempt already made does nothing; its
+/// idempotency key is `deliver:{delivery}:{attempt}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeliverNotification {
+    pub delivery_id: uuid::Uuid,
+    pub attempt: i32,
+}
+
+impl Job for DeliverNotification {
+    const QUEUE: &'static str = "notify.deliver";
+    /// Only for the database failing: a receiver's failure is recorded as an attempt and
+    /// retried on the delivery's own schedule, not by the queue.
+    const RETRIES: usize = 3;
+}
+
+impl DeliverNotification {
+    /// The idempotency key of this attempt's job.
+    pub fn key(&self) -> String {
+        format!("deliver:{}:{}", self.delivery_id, self.attempt)
+    }
+}
+
+/// One member's digest for one period (`key`: `daily:2026-11-03`, `weekly:2026-11-02`).
+/// Queued by the scheduler with the idempotency key `digest:{org}:{account}:{key}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SendDigest {
+    pub org_id: uuid::Uuid,
+    pub account_id: uuid::Uuid,
+    pub key: String,
+}
+
+impl Job for SendDigest {
+    const QUEUE: &'static str = "digest.send";
+    const RETRIES: usize = 5;
+}
+
+impl Queue {
+    /// Queues a dispatch of the notification outbox, after a change that may have written an
+    /// event. A failure is logged, not returned: the change is committed, and the scheduler
+    /// dispatches waiting events within seconds anyway.
+    pub async fn dispatch_notifications(&self) {
+        if let Err(err) = self.push(NotifyDispatch::default()).await {
+            tracing::warn!(error = %err, "could not queue a notification dispatch; the scheduler will");
+        }
+    }
 }

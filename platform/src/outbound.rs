@@ -250,54 +250,13 @@ impl Outbound {
     /// Refuses a URL that is not http(s) or names a non-public IP literal. Names are checked
     /// again by the resolver at every connect.
     pub fn check_url(&self, url: &Url) -> Result<(), OutboundError> {
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(OutboundError::Refused(
-                "only http and https are allowed".into(),
-            ));
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(OutboundError::Refused(
-                "credentials in the URL are not allowed".into(),
-            ));
-        }
-        let ip = match url.host() {
-            Some(Host::Ipv4(ip)) => IpAddr::V4(ip),
-            Some(Host::Ipv6(ip)) => IpAddr::V6(ip),
-            Some(Host::Domain(_)) => return Ok(()),
-            None => return Err(OutboundError::Refused("the URL has no host".into())),
-        };
-        if self.allow_private || is_public(ip) {
-            Ok(())
-        } else {
-            Err(OutboundError::Refused(format!(
-                "{ip} is not a public address"
-            )))
-        }
+        check_url(url, self.allow_private)
     }
 
     /// The check made when a URL is saved: [`Outbound::check_url`], then the host is resolved
     /// now and refused when it does not resolve or any of its addresses is not public.
     pub async fn check_destination(&self, url: &Url) -> Result<(), OutboundError> {
-        self.check_url(url)?;
-        let Some(Host::Domain(name)) = url.host() else {
-            return Ok(());
-        };
-        let port = url.port_or_known_default().unwrap_or(443);
-        let found: Vec<SocketAddr> =
-            tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((name, port)))
-                .await
-                .map_err(|_| OutboundError::Timeout)?
-                .map_err(|_| OutboundError::Refused(format!("{name} does not resolve")))?
-                .collect();
-        if found.is_empty() {
-            return Err(OutboundError::Refused(format!("{name} does not resolve")));
-        }
-        if !self.allow_private && found.iter().any(|addr| !is_public(addr.ip())) {
-            return Err(OutboundError::Refused(format!(
-                "{name} resolves to a non-public address"
-            )));
-        }
-        Ok(())
+        check_destination(url, self.allow_private).await
     }
 
     /// A request to `url`, after [`Outbound::check_url`].
@@ -310,6 +269,59 @@ impl Outbound {
     pub async fn send(&self, request: RequestBuilder) -> Result<Response, OutboundError> {
         Ok(request.send().await?)
     }
+}
+
+/// [`Outbound::check_url`] without a client: what a URL must be before it is even resolved.
+pub fn check_url(url: &Url, allow_private: bool) -> Result<(), OutboundError> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(OutboundError::Refused(
+            "only http and https are allowed".into(),
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(OutboundError::Refused(
+            "credentials in the URL are not allowed".into(),
+        ));
+    }
+    let ip = match url.host() {
+        Some(Host::Ipv4(ip)) => IpAddr::V4(ip),
+        Some(Host::Ipv6(ip)) => IpAddr::V6(ip),
+        Some(Host::Domain(_)) => return Ok(()),
+        None => return Err(OutboundError::Refused("the URL has no host".into())),
+    };
+    if allow_private || is_public(ip) {
+        Ok(())
+    } else {
+        Err(OutboundError::Refused(format!(
+            "{ip} is not a public address"
+        )))
+    }
+}
+
+/// The check made when a URL is saved (a channel, an SSO issuer), without a client: see
+/// [`Outbound::check_destination`].
+pub async fn check_destination(url: &Url, allow_private: bool) -> Result<(), OutboundError> {
+    check_url(url, allow_private)?;
+    let Some(Host::Domain(name)) = url.host() else {
+        return Ok(());
+    };
+    let name = name.trim_end_matches('.');
+    let port = url.port_or_known_default().unwrap_or(443);
+    let found: Vec<SocketAddr> =
+        tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((name, port)))
+            .await
+            .map_err(|_| OutboundError::Timeout)?
+            .map_err(|_| OutboundError::Refused(format!("{name} does not resolve")))?
+            .collect();
+    if found.is_empty() {
+        return Err(OutboundError::Refused(format!("{name} does not resolve")));
+    }
+    if !allow_private && found.iter().any(|addr| !is_public(addr.ip())) {
+        return Err(OutboundError::Refused(format!(
+            "{name} resolves to a non-public address"
+        )));
+    }
+    Ok(())
 }
 
 /// Reads at most `limit` bytes of an answer's body; a longer body is [`OutboundError::TooLarge`]

@@ -12,7 +12,10 @@ use chrono::{DateTime, Duration as Span, Timelike, Utc};
 use platform::{
     clock::SharedClock,
     db::{Database, Pool},
-    jobs::{BillingReport, FleetUpkeep, Housekeeping, ProposalTimers, Queue, RollupUsage},
+    jobs::{
+        BillingReport, FleetUpkeep, Housekeeping, NotifyDispatch, ProposalTimers, Queue,
+        RollupUsage, SendDigest,
+    },
 };
 use sqlx::{Connection, PgConnection};
 use tokio::sync::Mutex;
@@ -106,7 +109,110 @@ impl Scheduler {
                 .await?;
             self.queued("timers", &second).await;
         }
+        // Notifications: a dispatch whenever an event waits or a delivery's attempt (a retry,
+        // or one whose job was never queued) is due, keyed by the second.
+        if self.begins("notify", &second).await && self.notifications_due(now).await? {
+            self.queue
+                .push_unique(
+                    &format!("notify:{second}"),
+                    NotifyDispatch {
+                        at: Some(second.clone()),
+                    },
+                )
+                .await?;
+            self.queued("notify", &second).await;
+        }
+        // Digests: once a minute, one keyed job per member whose local 08:00 has come.
+        if self.begins("digest", &minute).await {
+            self.queue_digests(now).await?;
+            self.queued("digest", &minute).await;
+        }
         Ok(())
+    }
+
+    /// Whether a notification event waits for dispatch or a delivery's attempt is due
+    /// without a job.
+    async fn notifications_due(&self, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        use entities::{notification_deliveries as deliveries, notification_events as events};
+        use sea_orm::{
+            ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
+            sea_query::{Expr, ExprTrait},
+        };
+        let waiting = events::Entity::find()
+            .filter(events::Column::DispatchedAt.is_null())
+            .limit(1)
+            .count(&self.db.orm)
+            .await?;
+        if waiting > 0 {
+            return Ok(true);
+        }
+        let due = deliveries::Entity::find()
+            .filter(deliveries::Column::Status.eq(domain::notifications::delivery_status::PENDING))
+            .filter(deliveries::Column::NextAttemptAt.lte(now))
+            .filter(
+                Condition::any()
+                    .add(deliveries::Column::QueuedAttempt.is_null())
+                    .add(
+                        Expr::col(deliveries::Column::QueuedAttempt)
+                            .lt(Expr::col(deliveries::Column::Attempts)),
+                    ),
+            )
+            .limit(1)
+            .count(&self.db.orm)
+            .await?;
+        Ok(due > 0)
+    }
+
+    /// Queues the digest of every member whose local clock has reached 08:00 (Monday, for a
+    /// weekly one) and who has not had this period's, keyed `digest:{org}:{account}:{period}`.
+    pub async fn queue_digests(&self, now: DateTime<Utc>) -> anyhow::Result<usize> {
+        use domain::notifications::digest::{Frequency, due, zone};
+        use entities::{accounts, digest_settings};
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+        let settings = digest_settings::Entity::find()
+            .filter(digest_settings::Column::Frequency.ne(Frequency::Off.as_str()))
+            .all(&self.db.orm)
+            .await?;
+        let ids: Vec<uuid::Uuid> = settings.iter().map(|s| s.account_id).collect();
+        let mut zones = std::collections::HashMap::new();
+        for chunk in ids.chunks(500) {
+            let rows: Vec<(uuid::Uuid, String)> = accounts::Entity::find()
+                .select_only()
+                .column(accounts::Column::Id)
+                .column(accounts::Column::TimeZone)
+                .filter(accounts::Column::Id.is_in(chunk.to_vec()))
+                .into_tuple()
+                .all(&self.db.orm)
+                .await?;
+            zones.extend(rows);
+        }
+        let mut queued = 0;
+        for setting in settings {
+            let Some(frequency) = Frequency::parse(&setting.frequency) else {
+                continue;
+            };
+            let Some(tz) = zones.get(&setting.account_id) else {
+                continue;
+            };
+            let Some(key) = due(frequency, zone(tz), now) else {
+                continue;
+            };
+            if setting.last_sent_key.as_deref() == Some(key.as_str()) {
+                continue;
+            }
+            self.queue
+                .push_unique(
+                    &format!("digest:{}:{}:{key}", setting.org_id, setting.account_id),
+                    SendDigest {
+                        org_id: setting.org_id,
+                        account_id: setting.account_id,
+                        key,
+                    },
+                )
+                .await?;
+            queued += 1;
+        }
+        Ok(queued)
     }
 
     /// Whether a scheduled proposal's window has opened or a snooze has run out by `now`.

@@ -59,10 +59,16 @@ pub struct TestAppBuilder {
     rate_limit_burst: Option<u32>,
     rate_limit_per_second: Option<f64>,
     trusted_proxies: Option<String>,
+    secrets_key: bool,
+    allow_private: bool,
+    pagerduty_events_url: Option<String>,
     payments_webhook_secret: Option<String>,
     payments_api_url: Option<String>,
     default_plan: Option<String>,
 }
+
+/// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
+pub const TEST_SECRETS_KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE=";
 
 impl Default for TestAppBuilder {
     fn default() -> Self {
@@ -71,6 +77,9 @@ impl Default for TestAppBuilder {
             rate_limit_burst: None,
             rate_limit_per_second: None,
             trusted_proxies: None,
+            secrets_key: true,
+            allow_private: true,
+            pagerduty_events_url: None,
             payments_webhook_secret: None,
             payments_api_url: None,
             default_plan: None,
@@ -102,6 +111,25 @@ impl TestAppBuilder {
     /// from 127.0.0.1, so `"127.0.0.1/32"` makes the test client a trusted proxy.
     pub fn trusted_proxies(mut self, cidrs: &str) -> Self {
         self.trusted_proxies = Some(cidrs.to_owned());
+        self
+    }
+
+    /// No `SECRETS_KEY`: operations that store credentials answer 503 `not-configured`.
+    pub fn without_secrets_key(mut self) -> Self {
+        self.secrets_key = false;
+        self
+    }
+
+    /// `OUTBOUND_ALLOW_PRIVATE` off: the guard refuses loopback and private destinations, so
+    /// the tests' own receivers (on loopback) are refused too. By default tests allow them.
+    pub fn outbound_guarded(mut self) -> Self {
+        self.allow_private = false;
+        self
+    }
+
+    /// `PAGERDUTY_EVENTS_URL`: where PagerDuty channels send.
+    pub fn pagerduty_events_url(mut self, url: &str) -> Self {
+        self.pagerduty_events_url = Some(url.to_owned());
         self
     }
 
@@ -144,6 +172,8 @@ impl TestAppBuilder {
                     .to_string(),
             ),
             trusted_proxies: self.trusted_proxies,
+            secrets_key: self.secrets_key.then(|| TEST_SECRETS_KEY.to_owned()),
+            pagerduty_events_url: self.pagerduty_events_url,
             payments_webhook_secret: self.payments_webhook_secret,
             payments_api_key: self
                 .payments_api_url
@@ -153,7 +183,7 @@ impl TestAppBuilder {
             default_plan: self.default_plan,
             // Every outbound peer of a test is a loopback receiver signed by the test CA.
             outbound_ca_file: Some(receiver::TestCa::get().file.display().to_string()),
-            outbound_allow_private: Some("true".into()),
+            outbound_allow_private: Some(self.allow_private.to_string()),
             ..RawConfig::default()
         };
         let config: Arc<Config> = Arc::new(raw.validate().expect("test configuration"));

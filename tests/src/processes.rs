@@ -13,10 +13,22 @@ pub fn spawn_worker(
     smtp_url: &str,
     concurrency: usize,
 ) -> Child {
+    spawn_worker_with(program, database_url, smtp_url, concurrency, &[])
+}
+
+/// [`spawn_worker`] with more environment (`SECRETS_KEY`, `OUTBOUND_CA_FILE`, …).
+pub fn spawn_worker_with(
+    program: &str,
+    database_url: &str,
+    smtp_url: &str,
+    concurrency: usize,
+    env: &[(&str, &str)],
+) -> Child {
     Command::new(program)
         .arg("--concurrency")
         .arg(concurrency.to_string())
         .env_clear()
+        .envs(env.iter().copied())
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("DATABASE_URL", database_url)
         .env("SMTP_URL", smtp_url)

@@ -162,6 +162,18 @@ pub fn billing_link(base: &Url, slug: &str) -> String {
     url.to_string()
 }
 
+/// `{SERVICE_BASE_URL}/orgs/{slug}/hosts/{hst_id}`
+pub fn host_link(base: &Url, slug: &str, host_id: uuid::Uuid) -> String {
+    let mut url = base.clone();
+    url.set_path(&format!(
+        "{}/orgs/{slug}/hosts/{}",
+        base.path().trim_end_matches('/'),
+        platform::ids::HostId::from(host_id)
+    ));
+    url.set_query(None);
+    url.to_string()
+}
+
 /// Tells an owner that the payment processor could not collect a payment.
 pub fn payment_failed(base: &Url, to: &str, org_name: &str, org_slug: &str) -> SendEmail {
     let subject = format!("Payment failed for {org_name}");
@@ -182,6 +194,122 @@ pub fn payment_failed(base: &Url, to: &str, org_name: &str, org_slug: &str) -> S
     let mut email = SendEmail::new(to, subject, text, html);
     email.link = Some(link);
     email
+}
+
+/// One line of a digest: what, and where to see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DigestItem {
+    pub text: String,
+    pub link: String,
+}
+
+/// What a digest says: each section's first items and its total.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DigestContent {
+    pub awaiting: Vec<DigestItem>,
+    pub awaiting_total: u64,
+    pub opened: Vec<DigestItem>,
+    pub opened_total: u64,
+    pub failed: Vec<DigestItem>,
+    pub failed_total: u64,
+    pub offline: Vec<DigestItem>,
+    pub offline_total: u64,
+}
+
+impl DigestContent {
+    /// Nothing awaits the member, nothing new, nothing failed, no host went offline.
+    pub fn is_empty(&self) -> bool {
+        self.awaiting_total == 0
+            && self.opened_total == 0
+            && self.failed_total == 0
+            && self.offline_total == 0
+    }
+}
+
+/// A member's digest email.
+#[allow(clippy::too_many_arguments)]
+pub fn digest(
+    base: &Url,
+    to: &str,
+    org_name: &str,
+    org_slug: &str,
+    frequency: domain::notifications::digest::Frequency,
+    zone: chrono_tz::Tz,
+    now: chrono::DateTime<chrono::Utc>,
+    content: &DigestContent,
+) -> SendEmail {
+    let day = now.with_timezone(&zone).format("%A %-d %B %Y");
+    let subject = format!(
+        "{} digest for {org_name}: {} awaiting your approval",
+        if frequency == domain::notifications::digest::Frequency::Weekly {
+            "Weekly"
+        } else {
+            "Daily"
+        },
+        content.awaiting_total
+    );
+    let sections = [
+        (
+            "Awaiting your approval",
+            &content.awaiting,
+            content.awaiting_total,
+        ),
+        (
+            "Opened since your last digest",
+            &content.opened,
+            content.opened_total,
+        ),
+        (
+            "Failed since your last digest",
+            &content.failed,
+            content.failed_total,
+        ),
+        (
+            "Hosts gone offline",
+            &content.offline,
+            content.offline_total,
+        ),
+    ];
+    let mut text = format!("{org_name}, {day}\n");
+    let mut html = format!(
+        "<!doctype html><html><body style=\"font-family:sans-serif\"><h2>{}</h2><p>{}</p>",
+        escape(org_name),
+        escape(&day.to_string())
+    );
+    for (title, items, total) in sections {
+        if total == 0 {
+            continue;
+        }
+        text.push_str(&format!("\n{title} ({total}):\n"));
+        html.push_str(&format!("<h3>{} ({total})</h3><ul>", escape(title)));
+        for item in items {
+            text.push_str(&format!("- {}\n  {}\n", item.text, item.link));
+            html.push_str(&format!(
+                "<li><a href=\"{}\">{}</a></li>",
+                escape(&item.link),
+                escape(&item.text)
+            ));
+        }
+        let more = total.saturating_sub(items.len() as u64);
+        if more > 0 {
+            text.push_str(&format!("  … and {more} more\n"));
+            html.push_str(&format!("<li>… and {more} more</li>"));
+        }
+        html.push_str("</ul>");
+    }
+    let mut settings = base.clone();
+    settings.set_path(&format!(
+        "{}/orgs/{org_slug}/digest",
+        base.path().trim_end_matches('/')
+    ));
+    let note = "You get this digest because of your digest setting in this organization.";
+    text.push_str(&format!("\n{note}\nChange it: {settings}\n"));
+    html.push_str(&format!(
+        "<p style=\"color:#666\">{} <a href=\"{}\">Change it</a>.</p></body></html>",
+        escape(note),
+        escape(settings.as_str())
+    ));
+    SendEmail::new(to, subject, text, html)
 }
 
 #[cfg(test)]

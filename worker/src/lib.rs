@@ -23,9 +23,11 @@ use platform::{
     config::Config,
     db::{Database, Pool},
     jobs::{
-        BillingReport, EvaluateGroup, EvaluateHost, EvaluatePolicy, FleetUpkeep, Housekeeping, Job,
-        ProposalTimers, RollupUsage, SendEmail, SendLink, postgres_config, sqlite_config,
+        BillingReport, DeliverNotification, EvaluateGroup, EvaluateHost, EvaluatePolicy,
+        FleetUpkeep, Housekeeping, Job, NotifyDispatch, ProposalTimers, RollupUsage, SendDigest,
+        SendEmail, SendLink, postgres_config, sqlite_config,
     },
+    outbound::Outbound,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -38,8 +40,8 @@ pub struct Deps {
     pub db: Database,
     pub mailer: Mailer,
     pub clock: SharedClock,
-    /// The one outbound HTTP client (decisions §13).
-    pub outbound: platform::outbound::Outbound,
+    /// The one outbound HTTP client (decisions §13): notification channels, payments.
+    pub outbound: Outbound,
 }
 
 #[derive(Clone, Debug)]
@@ -209,6 +211,23 @@ pub async fn run(
         BillingReport,
         jobs::billing_report::run
     );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        NotifyDispatch,
+        jobs::notify_dispatch::run
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        DeliverNotification,
+        jobs::deliver::run
+    );
+    monitor = register!(monitor, pool, deps, options, SendDigest, jobs::digest::run);
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor
         .should_restart(|ctx, err| {
@@ -229,7 +248,7 @@ pub async fn run(
 impl Deps {
     pub fn new(config: Arc<Config>, db: Database, clock: SharedClock) -> anyhow::Result<Deps> {
         let mailer = Mailer::from_config(&config)?;
-        let outbound = platform::outbound::Outbound::new(&config.outbound_settings())?;
+        let outbound = Outbound::new(&config.outbound_settings())?;
         Ok(Deps {
             config,
             db,
@@ -242,7 +261,7 @@ impl Deps {
 
 /// Queues this worker consumes; on Postgres each holds a pooled connection for its
 /// LISTEN/NOTIFY listener for as long as the worker runs.
-pub const QUEUES: u32 = 10;
+pub const QUEUES: u32 = 13;
 
 /// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
 /// for the jobs in flight and their polling.

@@ -63,18 +63,19 @@ impl Mailer {
         }
     }
 
-    fn build(&self, email: &SendEmail) -> Result<Message, DeliveryError> {
+    fn build(&self, email: &SendEmail, recipients: &[String]) -> Result<Message, DeliveryError> {
         let from = match self {
             Mailer::Smtp { from, .. } | Mailer::Outbox { from, .. } => from.clone(),
         };
-        let to: Mailbox = email
-            .to
-            .parse()
-            .map_err(|_| DeliveryError::Permanent("the recipient address is not valid".into()))?;
         let domain = from.email.domain().to_owned();
-        Message::builder()
-            .from(from)
-            .to(to)
+        let mut builder = Message::builder().from(from);
+        for recipient in recipients {
+            let to: Mailbox = recipient.parse().map_err(|_| {
+                DeliveryError::Permanent("the recipient address is not valid".into())
+            })?;
+            builder = builder.to(to);
+        }
+        builder
             .subject(email.subject.clone())
             .header(MessageId::from(format!("<{}@{domain}>", email.id)))
             .multipart(MultiPart::alternative_plain_html(
@@ -85,7 +86,18 @@ impl Mailer {
     }
 
     pub async fn deliver(&self, email: &SendEmail) -> Result<(), DeliveryError> {
-        let message = self.build(email)?;
+        self.deliver_to(email, std::slice::from_ref(&email.to))
+            .await
+    }
+
+    /// Delivers `email` as one message to every address of `recipients` (an email channel's
+    /// list), so a retry never sends a partial list twice.
+    pub async fn deliver_to(
+        &self,
+        email: &SendEmail,
+        recipients: &[String],
+    ) -> Result<(), DeliveryError> {
+        let message = self.build(email, recipients)?;
         match self {
             Mailer::Smtp { transport, .. } => {
                 transport.send(message).await.map_err(|e| {

@@ -220,6 +220,7 @@ impl AgentApi {
         let host = store::enrol_host(&txn, &token, &request.facts, now, &default_plan).await?;
         let issued = certify(&state, &txn, &host, &request.csr, now).await?;
         txn.commit().await?;
+        state.queue.dispatch_notifications().await;
         Ok(EnrollAnswer::Created(Json(Enrolled {
             host_id: HostId::from(host.id),
             key_id: issued.serial_hex,

@@ -267,6 +267,9 @@ impl AgentJobsApi {
             settle(&txn, proposal_id, now).await?;
         }
         txn.commit().await?;
+        if job.proposal_id.is_some() {
+            crate::notifications::kick(&state, OrgScope::of(job.org_id)).await;
+        }
         Ok(Reported::Recorded)
     }
 }

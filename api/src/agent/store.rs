@@ -137,6 +137,13 @@ pub async fn enrol_host(
             now,
         )
         .await?;
+        domain::notifications::outbox::host(
+            txn,
+            &host,
+            domain::notifications::EventKind::HostEnrolled,
+            now,
+        )
+        .await?;
         return Ok(host);
     }
     // A token whose labels cannot be read enrols nobody (500): a host never starts out
@@ -186,6 +193,13 @@ pub async fn enrol_host(
         &host,
         "enrolled",
         Some(serde_json::json!({"hostname": host.hostname})),
+        now,
+    )
+    .await?;
+    domain::notifications::outbox::host(
+        txn,
+        &host,
+        domain::notifications::EventKind::HostEnrolled,
         now,
     )
     .await?;

@@ -19,15 +19,17 @@
 #![allow(clippy::disallowed_methods)]
 
 use entities::{
-    accounts, agent_nonces, api_tokens, audit_events, comments, deployment_secrets, email_tokens,
-    enrollment_tokens, group_hosts, groups, host_days, host_events, host_jobs, host_keys,
-    host_labels, host_packages, host_updates, hosts, invitations, known_exploited, memberships,
-    organizations, payment_events, policies, policy_dirty, proposal_changes, proposal_decisions,
-    proposal_hosts, proposals, sessions, subscriptions, usage_days,
+    accounts, agent_nonces, api_tokens, audit_events, comments, deployment_secrets,
+    digest_settings, email_tokens, enrollment_tokens, group_hosts, groups, host_days, host_events,
+    host_jobs, host_keys, host_labels, host_packages, host_updates, hosts, invitations,
+    known_exploited, memberships, notification_attempts, notification_channels,
+    notification_deliveries, notification_events, organizations, payment_events, policies,
+    policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals, sessions,
+    subscriptions, usage_days,
 };
 use platform::ids::{
-    AccountId, ApiTokenId, CommentId, EnrollmentTokenId, GroupId, HostId, HostJobId, InvitationId,
-    OrgId, PolicyId, ProposalId,
+    AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,
+    HostJobId, InvitationId, OrgId, PolicyId, ProposalId,
 };
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DeleteMany, EntityTrait, QueryFilter, Select, UpdateMany,
@@ -120,6 +122,10 @@ tenant!(
     policies => OrgId,
     proposals => OrgId,
     comments => OrgId,
+    notification_channels => OrgId,
+    notification_events => OrgId,
+    notification_deliveries => OrgId,
+    digest_settings => OrgId,
 );
 
 macro_rules! row_id {
@@ -141,6 +147,8 @@ row_id!(
     ApiTokenId => api_tokens,
     EnrollmentTokenId => enrollment_tokens,
     InvitationId => invitations,
+    ChannelId => notification_channels,
+    DeliveryId => notification_deliveries,
 );
 
 impl Credential for api_tokens::Entity {
@@ -172,6 +180,7 @@ impl Untenanted for proposal_changes::Entity {}
 impl Untenanted for proposal_decisions::Entity {}
 impl Untenanted for host_packages::Entity {}
 impl Untenanted for host_updates::Entity {}
+impl Untenanted for notification_attempts::Entity {}
 
 /// One organization's handle on its rows: every query it builds is filtered by the
 /// organization. Handlers get it from their access (`org.scope()`); code that learnt the

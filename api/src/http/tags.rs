@@ -32,6 +32,8 @@ pub enum Tag {
     Proposals,
     /// The discussion on a proposal.
     Comments,
+    /// Notification channels, their delivery logs, and each member's digest setting.
+    Notifications,
     /// The agent protocol: enrolment, signed check-ins, certificate renewal.
     Agent,
     /// Plans, billing and usage; the payment processor's webhook.

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use entities::{audit_events, json::JsonText};
 use platform::ids::{
-    AccountId, ApiTokenId, AuditEventId, CommentId, EnrollmentTokenId, GroupId, HostId,
+    AccountId, ApiTokenId, AuditEventId, ChannelId, CommentId, EnrollmentTokenId, GroupId, HostId,
     InvitationId, PolicyId, ProposalId,
 };
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json};
@@ -44,6 +44,7 @@ targets!(
     ApiTokenId => "api_token",
     EnrollmentTokenId => "enrollment_token",
     InvitationId => "invitation",
+    ChannelId => "notification_channel",
 );
 
 /// One entry to record.

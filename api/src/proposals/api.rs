@@ -721,6 +721,9 @@ impl ProposalsApi {
             .write(&txn, now)
             .await?;
         txn.commit().await?;
+        if p.status != domain::ProposalStatus::Open.to_string() {
+            state.queue.dispatch_notifications().await;
+        }
         Ok(Json(summary(&p)))
     }
 

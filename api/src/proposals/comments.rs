@@ -373,12 +373,31 @@ impl CommentsApi {
 
         // The comment is written; the emails follow it. A failure to queue one is logged
         // rather than answered, since answering 500 for a stored comment invites a duplicate.
-        // The `mention_email` setting is on until a member turns it off, and until that
-        // setting exists it is on for everybody.
+        // The `mention_email` setting (the digest setting) is on until a member turns it off.
         let author_name = author.name.clone().unwrap_or_else(|| author.email.clone());
+        let muted: HashSet<uuid::Uuid> = if mentioned.is_empty() {
+            HashSet::new()
+        } else {
+            scope
+                .rows::<entities::digest_settings::Entity>()
+                .filter(
+                    entities::digest_settings::Column::AccountId
+                        .is_in(mentioned.iter().map(|m| m.id)),
+                )
+                .filter(entities::digest_settings::Column::MentionEmail.eq(false))
+                .all(&state.db.orm)
+                .await
+                .unwrap_or_else(|err| {
+                    tracing::error!(error = %err, "could not read mention_email settings");
+                    Vec::new()
+                })
+                .into_iter()
+                .map(|s| s.account_id)
+                .collect()
+        };
         let mut emailed = HashSet::new();
         for member in mentioned.iter().filter(|m| m.id != author.id) {
-            if !emailed.insert(member.id) {
+            if muted.contains(&member.id) || !emailed.insert(member.id) {
                 continue;
             }
             let email = worker::emails::mention(

@@ -117,8 +117,62 @@ pub async fn evaluate_policy(
     }
     reconcile_packages(&txn, &rules, current, &desired, &kev, now).await?;
     reconcile_releases(&txn, &rules, releases, &desired, now).await?;
+    if !kev.is_empty() {
+        announce_known_exploited(&txn, &policy, &kev, now).await?;
+    }
     txn.commit().await?;
     Ok(Evaluated::Done)
+}
+
+/// Each known-exploited CVE that the policy's open package proposal fixes is announced
+/// (`advisory.known_exploited`) once per organization and CVE, in this transaction.
+async fn announce_known_exploited(
+    txn: &DatabaseTransaction,
+    policy: &policies::Model,
+    kev: &HashSet<String>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    use crate::notifications::{EventKind, outbox};
+    let Some(proposal) = proposals::Entity::find()
+        .filter(proposals::Column::PolicyId.eq(policy.id))
+        .filter(proposals::Column::Status.eq(ProposalStatus::Open))
+        .filter(proposals::Column::ReleaseKey.is_null())
+        .order_by_desc(proposals::Column::Number)
+        .one(txn)
+        .await?
+    else {
+        return Ok(());
+    };
+    let mut cves: Vec<&String> = kev.iter().collect();
+    cves.sort();
+    for cve in cves {
+        let announced = entities::notification_events::Entity::find()
+            .filter(entities::notification_events::Column::OrgId.eq(policy.org_id))
+            .filter(
+                entities::notification_events::Column::Kind
+                    .eq(EventKind::AdvisoryKnownExploited.as_str()),
+            )
+            .filter(entities::notification_events::Column::Subject.eq(cve.as_str()))
+            .one(txn)
+            .await?
+            .is_some();
+        if announced {
+            continue;
+        }
+        let mut data = outbox::proposal_data(&proposal, &proposal.status, None);
+        data["cve"] = serde_json::json!(cve);
+        outbox::emit(
+            txn,
+            policy.org_id,
+            EventKind::AdvisoryKnownExploited,
+            Some(cve.clone()),
+            None,
+            data,
+            now,
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// Brings the policy's package proposal in line with `desired` ([`plan_packages`]).

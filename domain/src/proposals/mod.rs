@@ -61,7 +61,9 @@ pub async fn next_number<C: ConnectionTrait>(txn: &C, org_id: Uuid) -> Result<i6
     seq.ok_or_else(|| DbErr::RecordNotFound("organization".into()))
 }
 
-/// Records a proposal's lifecycle event in the organization's audit log.
+/// Records a proposal's lifecycle event in the organization's audit log and, for the moves
+/// notifications announce (opened, approved, scheduled, applied, failed), in the notification
+/// outbox: both in the caller's transaction, so neither outlives a rollback.
 pub async fn record<C: ConnectionTrait>(
     txn: &C,
     proposal: &proposals::Model,
@@ -70,6 +72,21 @@ pub async fn record<C: ConnectionTrait>(
     details: serde_json::Value,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
+    if let Some(kind) = crate::notifications::outbox::proposal_event(action) {
+        let status = details
+            .get("status")
+            .and_then(|s| s.as_str())
+            .map(str::to_owned)
+            .unwrap_or_else(|| match kind {
+                crate::notifications::EventKind::ProposalOpened => proposal.status.clone(),
+                _ => action.trim_start_matches("proposal.").to_owned(),
+            });
+        let scheduled_for = details
+            .get("scheduled_for")
+            .and_then(|v| serde_json::from_value::<DateTime<Utc>>(v.clone()).ok());
+        crate::notifications::outbox::proposal(txn, proposal, kind, &status, scheduled_for, now)
+            .await?;
+    }
     audit_events::ActiveModel {
         id: Set(platform::ids::new_uuid()),
         org_id: Set(Some(proposal.org_id)),

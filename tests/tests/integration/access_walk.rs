@@ -188,6 +188,40 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/billing/checkout",
         in_person(Role::Owner),
     ),
+    // read and manage notification channels: admin and up.
+    (
+        "GET",
+        "/v1/orgs/{org}/notification-channels",
+        anyone(Role::Admin),
+    ),
+    (
+        "POST",
+        "/v1/orgs/{org}/notification-channels",
+        anyone(Role::Admin),
+    ),
+    (
+        "PATCH",
+        "/v1/orgs/{org}/notification-channels/{channel_id}",
+        anyone(Role::Admin),
+    ),
+    (
+        "DELETE",
+        "/v1/orgs/{org}/notification-channels/{channel_id}",
+        anyone(Role::Admin),
+    ),
+    (
+        "POST",
+        "/v1/orgs/{org}/notification-channels/{channel_id}/test",
+        anyone(Role::Admin),
+    ),
+    (
+        "GET",
+        "/v1/orgs/{org}/notification-channels/{channel_id}/deliveries",
+        anyone(Role::Admin),
+    ),
+    // own digest setting: everyone.
+    ("GET", "/v1/orgs/{org}/digest", anyone(Role::Viewer)),
+    ("PUT", "/v1/orgs/{org}/digest", anyone(Role::Viewer)),
 ];
 
 /// An organization-scoped operation of the document, with its rule from [`RULES`].

@@ -12,6 +12,7 @@ mod enrollment_tokens;
 mod foundation;
 mod hosts_groups;
 mod members;
+mod notifications;
 mod openapi;
 mod people_only;
 mod policy_scope;

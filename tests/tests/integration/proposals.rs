@@ -90,7 +90,7 @@ impl<'a> Fleet<'a> {
 
     /// One host needing curl 1 → 2 and a policy requiring `required` approvals: the id of the
     /// proposal it opens, and the host's agent.
-    async fn one_proposal(&self, required: i64) -> (TestAgent, String) {
+    pub(crate) async fn one_proposal(&self, required: i64) -> (TestAgent, String) {
         let agent = self
             .host(
                 "web-1",
@@ -157,7 +157,7 @@ impl<'a> Fleet<'a> {
         response.json()
     }
 
-    async fn decide(
+    pub(crate) async fn decide(
         &self,
         who: &Session,
         id: &str,

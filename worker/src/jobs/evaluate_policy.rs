@@ -18,6 +18,9 @@ pub async fn run(job: EvaluatePolicy, deps: Data<Deps>) -> Result<(), BoxDynErro
         platform::jobs::Queue::new(&deps.db)
             .push_after(job, RETRY_WHEN_BUSY)
             .await?;
+    } else {
+        // A proposal it opened (or approved at once) is a notification event.
+        crate::jobs::notify_dispatch::kick(&deps).await;
     }
     Ok(())
 }

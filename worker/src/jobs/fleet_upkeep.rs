@@ -67,12 +67,22 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
             })
             .exec(&txn)
             .await?;
+            if let Some(host) = hosts::Entity::find_by_id(id).one(&txn).await? {
+                domain::notifications::outbox::host(
+                    &txn,
+                    &host,
+                    domain::notifications::EventKind::HostOffline,
+                    now,
+                )
+                .await?;
+            }
             offline += 1;
         }
         txn.commit().await?;
     }
     if offline > 0 {
         tracing::info!(minute = %job.minute, offline, "hosts went offline");
+        crate::jobs::notify_dispatch::kick(&deps).await;
     }
     Ok(())
 }

@@ -3,11 +3,14 @@
 //! async function a test can call with `apalis::prelude::Data(deps)`.
 
 pub mod billing_report;
+pub mod deliver;
+pub mod digest;
 pub mod evaluate_group;
 pub mod evaluate_host;
 pub mod evaluate_policy;
 pub mod fleet_upkeep;
 pub mod housekeeping;
+pub mod notify_dispatch;
 pub mod proposal_timers;
 pub mod rollup_usage;
 pub mod send_email;

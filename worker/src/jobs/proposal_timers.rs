@@ -40,5 +40,6 @@ pub async fn run(_job: ProposalTimers, deps: Data<Deps>) -> Result<(), BoxDynErr
         reopen(&txn, &proposal, now).await?;
         txn.commit().await?;
     }
+    crate::jobs::notify_dispatch::kick(&deps).await;
     Ok(())
 }

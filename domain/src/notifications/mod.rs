@@ -1,0 +1,152 @@
+//! Notifications: the catalogue of event types and channel kinds, and the rules of delivering
+//! them, as pure functions wherever they can be: which channel wants which event
+//! ([`routing`]), how a channel's configuration is checked and shown ([`config`]), what goes
+//! on the wire for each kind ([`wire`]), Standard Webhooks signing ([`signing`]), the retry
+//! schedule ([`backoff`]) and when a member's digest is due ([`digest`]). [`outbox`] writes an
+//! event in the caller's transaction.
+
+pub mod backoff;
+pub mod config;
+pub mod digest;
+pub mod outbox;
+pub mod routing;
+pub mod signing;
+pub mod wire;
+
+use std::{fmt, str::FromStr};
+
+/// The event types a channel can ask for (decisions §8), plus `test`, which is sent to one
+/// channel on request whatever its filter says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    ProposalOpened,
+    ProposalApproved,
+    ProposalScheduled,
+    ProposalApplied,
+    ProposalFailed,
+    HostEnrolled,
+    HostOffline,
+    AdvisoryKnownExploited,
+    Test,
+}
+
+impl EventKind {
+    /// Every kind a channel's `events` filter may name.
+    pub const FILTERABLE: [EventKind; 8] = [
+        EventKind::ProposalOpened,
+        EventKind::ProposalApproved,
+        EventKind::ProposalScheduled,
+        EventKind::ProposalApplied,
+        EventKind::ProposalFailed,
+        EventKind::HostEnrolled,
+        EventKind::HostOffline,
+        EventKind::AdvisoryKnownExploited,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::ProposalOpened => "proposal.opened",
+            EventKind::ProposalApproved => "proposal.approved",
+            EventKind::ProposalScheduled => "proposal.scheduled",
+            EventKind::ProposalApplied => "proposal.applied",
+            EventKind::ProposalFailed => "proposal.failed",
+            EventKind::HostEnrolled => "host.enrolled",
+            EventKind::HostOffline => "host.offline",
+            EventKind::AdvisoryKnownExploited => "advisory.known_exploited",
+            EventKind::Test => "test",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventKind {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventKind::FILTERABLE
+            .into_iter()
+            .chain([EventKind::Test])
+            .find(|k| k.as_str() == s)
+            .ok_or(())
+    }
+}
+
+/// The kinds of notification channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChannelKind {
+    Slack,
+    Teams,
+    Email,
+    Ntfy,
+    Pagerduty,
+    Webhook,
+}
+
+impl ChannelKind {
+    pub const ALL: [ChannelKind; 6] = [
+        ChannelKind::Slack,
+        ChannelKind::Teams,
+        ChannelKind::Email,
+        ChannelKind::Ntfy,
+        ChannelKind::Pagerduty,
+        ChannelKind::Webhook,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Slack => "slack",
+            ChannelKind::Teams => "teams",
+            ChannelKind::Email => "email",
+            ChannelKind::Ntfy => "ntfy",
+            ChannelKind::Pagerduty => "pagerduty",
+            ChannelKind::Webhook => "webhook",
+        }
+    }
+}
+
+impl fmt::Display for ChannelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ChannelKind {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ChannelKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or(())
+    }
+}
+
+/// What a delivery is: pending until delivered, failed or skipped.
+pub mod delivery_status {
+    pub const PENDING: &str = "pending";
+    pub const DELIVERED: &str = "delivered";
+    pub const FAILED: &str = "failed";
+    pub const SKIPPED: &str = "skipped";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_their_names() {
+        for kind in EventKind::FILTERABLE.into_iter().chain([EventKind::Test]) {
+            assert_eq!(kind.as_str().parse::<EventKind>(), Ok(kind));
+        }
+        for kind in ChannelKind::ALL {
+            assert_eq!(kind.as_str().parse::<ChannelKind>(), Ok(kind));
+        }
+        assert!("proposal.rejected".parse::<EventKind>().is_err());
+        assert!("discord".parse::<ChannelKind>().is_err());
+    }
+}

@@ -1,0 +1,198 @@
+//! `digest.send`: one member's digest for one period. It lists what awaits the member's
+//! approval, what opened and what failed since their last digest, and hosts that went offline
+//! since, each with a link; with nothing to say nothing is sent. The email is queued under the
+//! key `digest-mail:{org}:{account}:{period}` and the period is recorded as sent, so a second
+//! run (a retry, a second scheduler, a restart) never sends a second digest for it.
+
+use apalis::prelude::{BoxDynError, Data};
+use chrono::{DateTime, Utc};
+use domain::{
+    ProposalStatus,
+    notifications::digest::{Frequency, zone},
+};
+use entities::{
+    accounts, digest_settings, host_events, hosts, memberships, organizations, proposal_decisions,
+    proposals,
+};
+use platform::jobs::{Queue, SendDigest};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, sea_query::Expr,
+};
+use uuid::Uuid;
+
+use crate::{
+    Deps,
+    emails::{self, DigestContent, DigestItem},
+};
+
+/// Items listed per section; the count says how many there are in all.
+const LISTED: u64 = 20;
+
+pub async fn run(job: SendDigest, deps: Data<Deps>) -> Result<(), BoxDynError> {
+    let db = &deps.db.orm;
+    let now = deps.clock.now();
+    let Some(setting) = digest_settings::Entity::find_by_id((job.org_id, job.account_id))
+        .one(db)
+        .await?
+    else {
+        return Ok(());
+    };
+    let Some(frequency) = Frequency::parse(&setting.frequency) else {
+        return Ok(());
+    };
+    if frequency == Frequency::Off || setting.last_sent_key.as_deref() == Some(job.key.as_str()) {
+        return Ok(());
+    }
+    let (Some(member), Some(account), Some(org)) = (
+        memberships::Entity::find_by_id((job.org_id, job.account_id))
+            .one(db)
+            .await?,
+        accounts::Entity::find_by_id(job.account_id).one(db).await?,
+        organizations::Entity::find_by_id(job.org_id)
+            .one(db)
+            .await?,
+    ) else {
+        return Ok(());
+    };
+    let since = setting
+        .last_sent_at
+        .unwrap_or_else(|| now - frequency.period());
+    let content = content(db, &deps, &org, &member, since).await?;
+    if !content.is_empty() {
+        let email = emails::digest(
+            &deps.config.base_url,
+            &account.email,
+            &org.name,
+            &org.slug,
+            frequency,
+            zone(&account.time_zone),
+            now,
+            &content,
+        );
+        Queue::new(&deps.db)
+            .push_unique(
+                &format!("digest-mail:{}:{}:{}", job.org_id, job.account_id, job.key),
+                email,
+            )
+            .await?;
+    }
+    digest_settings::Entity::update_many()
+        .col_expr(
+            digest_settings::Column::LastSentKey,
+            Expr::value(Some(job.key.clone())),
+        )
+        .col_expr(digest_settings::Column::LastSentAt, Expr::value(Some(now)))
+        .filter(digest_settings::Column::OrgId.eq(job.org_id))
+        .filter(digest_settings::Column::AccountId.eq(job.account_id))
+        .filter(
+            Condition::any()
+                .add(digest_settings::Column::LastSentKey.is_null())
+                .add(digest_settings::Column::LastSentKey.ne(job.key.clone())),
+        )
+        .exec(db)
+        .await?;
+    tracing::info!(key = %job.key, sent = !content.is_empty(), "digest done");
+    Ok(())
+}
+
+fn item(org_slug: &str, base: &url::Url, p: &proposals::Model) -> DigestItem {
+    DigestItem {
+        text: format!("#{} {} ({})", p.number, p.title, p.status),
+        link: emails::proposal_link(base, org_slug, p.id),
+    }
+}
+
+async fn content<C: ConnectionTrait>(
+    db: &C,
+    deps: &Deps,
+    org: &organizations::Model,
+    member: &memberships::Model,
+    since: DateTime<Utc>,
+) -> Result<DigestContent, BoxDynError> {
+    let base = &deps.config.base_url;
+    let in_org = proposals::Entity::find().filter(proposals::Column::OrgId.eq(org.id));
+    // A viewer cannot approve: nothing awaits them.
+    let (awaiting, awaiting_total) = if member.role == "viewer" {
+        (Vec::new(), 0)
+    } else {
+        let approved_by_member = sea_orm::sea_query::Query::select()
+            .column(proposal_decisions::Column::ProposalId)
+            .from(proposal_decisions::Entity)
+            .and_where(proposal_decisions::Column::ApprovalOf.eq(member.account_id))
+            .to_owned();
+        let query = in_org
+            .clone()
+            .filter(proposals::Column::Status.eq(ProposalStatus::Open))
+            .filter(proposals::Column::Id.not_in_subquery(approved_by_member));
+        (
+            query
+                .clone()
+                .order_by_asc(proposals::Column::Id)
+                .limit(LISTED)
+                .all(db)
+                .await?,
+            query.count(db).await?,
+        )
+    };
+    let opened_query = in_org
+        .clone()
+        .filter(proposals::Column::CreatedAt.gt(since));
+    let opened = opened_query
+        .clone()
+        .order_by_asc(proposals::Column::Id)
+        .limit(LISTED)
+        .all(db)
+        .await?;
+    let opened_total = opened_query.count(db).await?;
+    let failed_query = in_org
+        .filter(proposals::Column::Status.is_in([
+            ProposalStatus::Failed.to_string(),
+            ProposalStatus::PartiallyApplied.to_string(),
+        ]))
+        .filter(proposals::Column::ClosedAt.gt(since));
+    let failed = failed_query
+        .clone()
+        .order_by_asc(proposals::Column::Id)
+        .limit(LISTED)
+        .all(db)
+        .await?;
+    let failed_total = failed_query.count(db).await?;
+    let went_offline: Vec<Uuid> = host_events::Entity::find()
+        .select_only()
+        .column(host_events::Column::HostId)
+        .distinct()
+        .filter(host_events::Column::OrgId.eq(org.id))
+        .filter(host_events::Column::Kind.eq("went_offline"))
+        .filter(host_events::Column::CreatedAt.gt(since))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let offline_query = hosts::Entity::find()
+        .filter(hosts::Column::OrgId.eq(org.id))
+        .filter(hosts::Column::Id.is_in(went_offline))
+        .filter(hosts::Column::Status.eq(domain::HostStatus::Offline));
+    let offline = offline_query
+        .clone()
+        .order_by_asc(hosts::Column::Hostname)
+        .limit(LISTED)
+        .all(db)
+        .await?;
+    let offline_total = offline_query.count(db).await?;
+    Ok(DigestContent {
+        awaiting: awaiting.iter().map(|p| item(&org.slug, base, p)).collect(),
+        awaiting_total,
+        opened: opened.iter().map(|p| item(&org.slug, base, p)).collect(),
+        opened_total,
+        failed: failed.iter().map(|p| item(&org.slug, base, p)).collect(),
+        failed_total,
+        offline: offline
+            .iter()
+            .map(|h| DigestItem {
+                text: h.display_name.clone().unwrap_or_else(|| h.hostname.clone()),
+                link: emails::host_link(base, &org.slug, h.id),
+            })
+            .collect(),
+        offline_total,
+    })
+}

@@ -1,0 +1,179 @@
+//! `notify.dispatch`: the notification outbox becomes deliveries. Each waiting event is
+//! claimed by a conditional update (so concurrent dispatchers make its deliveries once; a
+//! unique index on event × channel backs that), routed to its organization's channels whose
+//! `events` filter matches (a `test` event to its one channel), and its deliveries are written
+//! in the claim's transaction. Then every delivery due for an attempt without a job gets one,
+//! keyed by delivery and attempt, so a repeat queues nothing twice.
+
+use apalis::prelude::{BoxDynError, Data};
+use chrono::{DateTime, Utc};
+use domain::notifications::{EventKind, delivery_status, routing};
+use entities::{notification_channels, notification_deliveries, notification_events};
+use platform::jobs::{DeliverNotification, NotifyDispatch, Queue};
+use sea_orm::{
+    ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    sea_query::{Expr, ExprTrait},
+};
+use uuid::Uuid;
+
+use crate::Deps;
+
+/// Events claimed per query; the job loops until none waits.
+const EVENTS_BATCH: u64 = 100;
+/// Deliveries written per statement (both databases' parameter limits allow it).
+const INSERT_CHUNK: usize = 500;
+/// Delivery jobs queued per run; the scheduler queues another run while more are due.
+const DUE_BATCH: u64 = 5000;
+
+pub async fn run(_job: NotifyDispatch, deps: Data<Deps>) -> Result<(), BoxDynError> {
+    let now = deps.clock.now();
+    loop {
+        let waiting = notification_events::Entity::find()
+            .filter(notification_events::Column::DispatchedAt.is_null())
+            .order_by_asc(notification_events::Column::Id)
+            .limit(EVENTS_BATCH)
+            .all(&deps.db.orm)
+            .await?;
+        let count = waiting.len() as u64;
+        for event in waiting {
+            dispatch(&deps, event, now).await?;
+        }
+        if count < EVENTS_BATCH {
+            break;
+        }
+    }
+    queue_due(&deps, now).await?;
+    Ok(())
+}
+
+/// Claims `event` and writes one delivery per channel that wants it.
+async fn dispatch(
+    deps: &Deps,
+    event: notification_events::Model,
+    now: DateTime<Utc>,
+) -> Result<(), BoxDynError> {
+    let txn = deps.db.begin_write().await?;
+    let claimed = notification_events::Entity::update_many()
+        .col_expr(notification_events::Column::DispatchedAt, Expr::value(now))
+        .filter(notification_events::Column::Id.eq(event.id))
+        .filter(notification_events::Column::DispatchedAt.is_null())
+        .exec(&txn)
+        .await?
+        .rows_affected
+        == 1;
+    if !claimed {
+        return Ok(());
+    }
+    let Ok(kind) = event.kind.parse::<EventKind>() else {
+        tracing::warn!(kind = %event.kind, "an event type this build does not know: not sent");
+        txn.commit().await?;
+        return Ok(());
+    };
+    let mut channels = notification_channels::Entity::find()
+        .filter(notification_channels::Column::OrgId.eq(event.org_id));
+    if let Some(only) = event.channel_id {
+        channels = channels.filter(notification_channels::Column::Id.eq(only));
+    }
+    let targets: Vec<Uuid> = channels
+        .all(&txn)
+        .await?
+        .into_iter()
+        .filter(|c| event.channel_id.is_some() || routing::wants(c.events.as_deref(), kind))
+        .map(|c| c.id)
+        .collect();
+    let rows: Vec<notification_deliveries::ActiveModel> = targets
+        .into_iter()
+        .map(|channel_id| notification_deliveries::ActiveModel {
+            id: Set(platform::ids::new_uuid()),
+            org_id: Set(event.org_id),
+            channel_id: Set(channel_id),
+            event_id: Set(event.id),
+            event_kind: Set(event.kind.clone()),
+            status: Set(delivery_status::PENDING.into()),
+            attempts: Set(0),
+            next_attempt_at: Set(Some(now)),
+            queued_attempt: Set(None),
+            reason: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+            finished_at: Set(None),
+        })
+        .collect();
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        notification_deliveries::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(&txn)
+            .await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// After a job's change that may have written an event: queues a dispatch when one waits.
+/// A failure is logged; the scheduler dispatches waiting events anyway.
+pub async fn kick(deps: &Deps) {
+    let waiting = notification_events::Entity::find()
+        .filter(notification_events::Column::DispatchedAt.is_null())
+        .one(&deps.db.orm)
+        .await;
+    match waiting {
+        Ok(Some(_)) => Queue::new(&deps.db).dispatch_notifications().await,
+        Ok(None) => {}
+        Err(err) => tracing::warn!(error = %err, "could not look for waiting notifications"),
+    }
+}
+
+/// Queues a `notify.deliver` job for every pending delivery whose attempt is due and has no
+/// job yet, then notes the attempt each job is for.
+pub async fn queue_due(deps: &Deps, now: DateTime<Utc>) -> Result<usize, BoxDynError> {
+    let due: Vec<(Uuid, i32)> = notification_deliveries::Entity::find()
+        .select_only()
+        .column(notification_deliveries::Column::Id)
+        .column(notification_deliveries::Column::Attempts)
+        .filter(notification_deliveries::Column::Status.eq(delivery_status::PENDING))
+        .filter(notification_deliveries::Column::NextAttemptAt.lte(now))
+        .filter(
+            Condition::any()
+                .add(notification_deliveries::Column::QueuedAttempt.is_null())
+                .add(
+                    Expr::col(notification_deliveries::Column::QueuedAttempt)
+                        .lt(Expr::col(notification_deliveries::Column::Attempts)),
+                ),
+        )
+        .order_by_asc(notification_deliveries::Column::Id)
+        .limit(DUE_BATCH)
+        .into_tuple()
+        .all(&deps.db.orm)
+        .await?;
+    let mut by_attempt: std::collections::BTreeMap<i32, Vec<Uuid>> = Default::default();
+    let jobs: Vec<(String, DeliverNotification)> = due
+        .iter()
+        .map(|(delivery_id, attempt)| {
+            by_attempt.entry(*attempt).or_default().push(*delivery_id);
+            let job = DeliverNotification {
+                delivery_id: *delivery_id,
+                attempt: *attempt,
+            };
+            (job.key(), job)
+        })
+        .collect();
+    let queue = Queue::new(&deps.db);
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        queue.push_unique_many(chunk.to_vec()).await?;
+    }
+    // Conditional on the attempt count, so a delivery whose attempt already ran keeps asking
+    // for its next one.
+    for (attempt, ids) in by_attempt {
+        for chunk in ids.chunks(INSERT_CHUNK) {
+            notification_deliveries::Entity::update_many()
+                .col_expr(
+                    notification_deliveries::Column::QueuedAttempt,
+                    Expr::value(attempt),
+                )
+                .filter(notification_deliveries::Column::Id.is_in(chunk.to_vec()))
+                .filter(notification_deliveries::Column::Attempts.eq(attempt))
+                .exec(&deps.db.orm)
+                .await?;
+        }
+    }
+    Ok(due.len())
+}
