@@ -14,7 +14,11 @@ pub async fn set_plan(config: Config, slug: &str, plan: &str) -> anyhow::Result<
         anyhow::bail!("unknown plan {plan:?}: expected free, team, business or enterprise");
     }
     let db = Database::connect(&config, 1).await?;
-    db.migrate().await?;
+    // Migrate only a database that needs it: applying nothing still takes SQLite's write lock
+    // (the job queue's setup), which a running api's workers contend for.
+    if !db.ready().await {
+        db.migrate().await?;
+    }
     let result = set(&db, slug, &plan, platform::clock::SystemClock.now()).await;
     db.close().await;
     result?;

@@ -128,6 +128,8 @@ async fn api_plan_set_changes_the_plan_from_the_next_request_and_refuses_unknown
     let app = TestApp::builder().payments().start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
     assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
+    // The sign-up's jobs done first: the command is a second writer on the SQLite file.
+    app.run_pending_jobs().await;
     let run = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_fleet-api"))
             .args(args)
