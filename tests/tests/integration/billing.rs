@@ -128,18 +128,19 @@ async fn api_plan_set_changes_the_plan_from_the_next_request_and_refuses_unknown
     let app = TestApp::builder().payments().start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
     assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
-    // The sign-up's jobs done first: the command is a second writer on the SQLite file.
-    app.run_pending_jobs().await;
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_fleet-api"))
+    // Run asynchronously: the test's own server and worker share this thread and must go on
+    // (a blocked thread would keep their SQLite write lock from the program).
+    let run = |args: &'static [&'static str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_fleet-api"))
             .args(args)
             .env_clear()
             .env("DATABASE_URL", app.database.url())
             .env("RUST_LOG", "warn")
             .output()
-            .expect("run api")
     };
-    let set = run(&["plan", "set", "acme", "business"]);
+    let set = run(&["plan", "set", "acme", "business"])
+        .await
+        .expect("run api");
     assert!(
         set.status.success(),
         "{}",
@@ -151,11 +152,19 @@ async fn api_plan_set_changes_the_plan_from_the_next_request_and_refuses_unknown
     );
     assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
 
-    let unknown_plan = run(&["plan", "set", "acme", "gold"]);
+    let unknown_plan = run(&["plan", "set", "acme", "gold"])
+        .await
+        .expect("run api");
     assert!(!unknown_plan.status.success());
-    let unknown_org = run(&["plan", "set", "nobody", "team"]);
+    let unknown_org = run(&["plan", "set", "nobody", "team"])
+        .await
+        .expect("run api");
     assert!(!unknown_org.status.success());
-    assert!(String::from_utf8_lossy(&unknown_org.stderr).contains("nobody"));
+    let said = String::from_utf8_lossy(&unknown_org.stderr);
+    assert!(
+        said.contains("no organization has the slug \"nobody\""),
+        "{said}"
+    );
     assert_eq!(plan_shown(&app, &owner, "acme").await, "business");
 
     // Audited, by the operator.
