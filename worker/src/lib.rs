@@ -88,8 +88,29 @@ fn backoff() -> ExponentialBackoff {
     }
 }
 
-/// Registers one worker for job type `$job` with handler `$handler` on the monitor.
+/// Registers one worker for job type `$job` with handler `$handler` on the monitor. With
+/// `polled`, the queue is only polled on Postgres (every 500 ms) instead of holding a
+/// LISTEN/NOTIFY connection of its own: for daily work where a few hundred milliseconds do
+/// not matter, so that it costs no pooled connection (see [`QUEUES`]).
 macro_rules! register {
+    ($monitor:expr, $pool:expr, $deps:expr, $options:expr, $job:ty, $handler:path, polled) => {{
+        let deps = $deps.clone();
+        let options = $options.clone();
+        match $pool.clone() {
+            Pool::Postgres(pool) => $monitor.register(move |restarts| {
+                let backend = PostgresStorage::<$job>::new(&pool)
+                    .with_config(postgres_config(<$job as Job>::QUEUE))
+                    .poll_with_interval(Duration::from_millis(500));
+                WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
+                    .backend(backend)
+                    .data(deps.clone())
+                    .concurrency(options.concurrency)
+                    .retry(RetryPolicy::retries(<$job as Job>::RETRIES).with_backoff(backoff()))
+                    .build($handler)
+            }),
+            Pool::Sqlite(_) => register!($monitor, $pool, $deps, $options, $job, $handler),
+        }
+    }};
     ($monitor:expr, $pool:expr, $deps:expr, $options:expr, $job:ty, $handler:path) => {{
         let deps = $deps.clone();
         let options = $options.clone();
@@ -209,7 +230,8 @@ pub async fn run(
         deps,
         options,
         BillingReport,
-        jobs::billing_report::run
+        jobs::billing_report::run,
+        polled
     );
     monitor = register!(
         monitor,
@@ -259,9 +281,9 @@ impl Deps {
     }
 }
 
-/// Queues this worker consumes; on Postgres each holds a pooled connection for its
-/// LISTEN/NOTIFY listener for as long as the worker runs.
-pub const QUEUES: u32 = 13;
+/// Queues this worker consumes that hold, on Postgres, a pooled connection for their
+/// LISTEN/NOTIFY listener for as long as the worker runs (`billing.report` is only polled).
+pub const QUEUES: u32 = 12;
 
 /// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
 /// for the jobs in flight and their polling.

@@ -194,14 +194,31 @@ pub async fn receive(
     Ok(received)
 }
 
+/// The subscription row of `customer`, locked for the rest of the transaction on Postgres so
+/// that two events about one subscription decide "newer wins" one after the other (SQLite's
+/// write transactions already do).
 async fn by_customer<C: ConnectionTrait>(
     db: &C,
     customer: &str,
 ) -> Result<Option<subscriptions::Model>, DbErr> {
-    subscriptions::Entity::find()
-        .filter(subscriptions::Column::CustomerId.eq(customer))
-        .one(db)
-        .await
+    locked(
+        db,
+        subscriptions::Entity::find().filter(subscriptions::Column::CustomerId.eq(customer)),
+    )
+    .one(db)
+    .await
+}
+
+fn locked<C: ConnectionTrait>(
+    db: &C,
+    query: sea_orm::Select<subscriptions::Entity>,
+) -> sea_orm::Select<subscriptions::Entity> {
+    use sea_orm::QuerySelect;
+    if db.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        query.lock_exclusive()
+    } else {
+        query
+    }
 }
 
 async fn set_event<C: ConnectionTrait>(
@@ -251,7 +268,10 @@ async fn checkout_completed(
         tracing::warn!(event = %event.id, "checkout names a customer linked to another organization; ignored");
         return Ok(Received::just(Outcome::Ignored));
     }
-    let row = match subscriptions::Entity::find_by_id(org.id).one(txn).await? {
+    let row = match locked(txn, subscriptions::Entity::find_by_id(org.id))
+        .one(txn)
+        .await?
+    {
         Some(row) => {
             let mut linked: subscriptions::ActiveModel = row.into();
             linked.customer_id = Set(Some(customer.clone()));

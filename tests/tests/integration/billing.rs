@@ -1167,3 +1167,47 @@ async fn housekeeping_forgets_payment_events_after_thirty_days() {
         .collect();
     assert_eq!(left, ["evt_new"]);
 }
+
+#[tokio::test]
+async fn two_events_for_one_subscription_at_the_same_instant_still_let_the_newer_win() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = linked(&app).await;
+    let t = now_s(&app);
+    for round in 0..6i64 {
+        let created = t + 100 * round;
+        let (older_plan, newer_plan) = if round % 2 == 0 {
+            ("team", "business")
+        } else {
+            ("business", "team")
+        };
+        let older = subscription_event(
+            &format!("evt_old_{round}"),
+            "updated",
+            created,
+            "cus_acme",
+            "sub_1",
+            older_plan,
+            "active",
+        );
+        let newer = subscription_event(
+            &format!("evt_new_{round}"),
+            "updated",
+            created + 1,
+            "cus_acme",
+            "sub_1",
+            newer_plan,
+            "active",
+        );
+        let (a, b) = tokio::join!(
+            app.post_payment_event(&newer),
+            app.post_payment_event(&older)
+        );
+        acknowledged(&a);
+        acknowledged(&b);
+        assert_eq!(
+            plan_shown(&app, &owner, "acme").await,
+            newer_plan,
+            "round {round}"
+        );
+    }
+}
