@@ -394,6 +394,12 @@ impl DeliverNotification {
     pub fn key(&self) -> String {
         format!("deliver:{}:{}", self.delivery_id, self.attempt)
     }
+
+    /// The key of this attempt's job queued again in `window` after an earlier job ended
+    /// without recording it (`domain::notifications::due`).
+    pub fn key_again(&self, window: i64) -> String {
+        format!("{}:again:{window}", self.key())
+    }
 }
 
 /// One member's digest for one period (`key`: `daily:2026-11-03`, `weekly:2026-11-02`).

@@ -134,10 +134,7 @@ impl Scheduler {
     /// without a job.
     async fn notifications_due(&self, now: DateTime<Utc>) -> anyhow::Result<bool> {
         use entities::{notification_deliveries as deliveries, notification_events as events};
-        use sea_orm::{
-            ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
-            sea_query::{Expr, ExprTrait},
-        };
+        use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect};
         let waiting = events::Entity::find()
             .filter(events::Column::DispatchedAt.is_null())
             .limit(1)
@@ -147,16 +144,7 @@ impl Scheduler {
             return Ok(true);
         }
         let due = deliveries::Entity::find()
-            .filter(deliveries::Column::Status.eq(domain::notifications::delivery_status::PENDING))
-            .filter(deliveries::Column::NextAttemptAt.lte(now))
-            .filter(
-                Condition::any()
-                    .add(deliveries::Column::QueuedAttempt.is_null())
-                    .add(
-                        Expr::col(deliveries::Column::QueuedAttempt)
-                            .lt(Expr::col(deliveries::Column::Attempts)),
-                    ),
-            )
+            .filter(domain::notifications::due::condition(now))
             .limit(1)
             .count(&self.db.orm)
             .await?;

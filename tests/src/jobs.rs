@@ -60,6 +60,32 @@ impl TestApp {
         }
     }
 
+    /// Ends every job of `queue` that has not run as a job whose retries were all spent (what a
+    /// database failing it through every retry leaves behind): `Failed` with no attempt left.
+    pub async fn fail_jobs_for_good(&self, queue: &str) {
+        let ended = match &self.state.db.pool {
+            Pool::Postgres(pool) => sqlx::query(
+                "UPDATE apalis.jobs SET status = 'Failed', attempts = max_attempts, \
+                 lock_by = NULL WHERE job_type = $1 AND status IN ('Pending', 'Queued')",
+            )
+            .bind(queue)
+            .execute(pool)
+            .await
+            .expect("fail the jobs")
+            .rows_affected(),
+            Pool::Sqlite(pool) => sqlx::query(
+                "UPDATE Jobs SET status = 'Failed', attempts = max_attempts, lock_by = NULL \
+                 WHERE job_type = ?1 AND status IN ('Pending', 'Queued')",
+            )
+            .bind(queue)
+            .execute(pool)
+            .await
+            .expect("fail the jobs")
+            .rows_affected(),
+        };
+        assert!(ended > 0, "no {queue} job was waiting to be failed");
+    }
+
     /// How many jobs are queued, running or due for a retry within `horizon` from now.
     pub async fn outstanding_jobs(&self, horizon: Duration) -> i64 {
         let seconds = horizon.as_secs_f64();

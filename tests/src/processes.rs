@@ -33,9 +33,14 @@ pub fn spawn_worker_with(
         .env("DATABASE_URL", database_url)
         .env("SMTP_URL", smtp_url)
         .env("EMAIL_FROM", "Fleet Test <no-reply@fleet.test>")
-        .env("RUST_LOG", "warn")
+        // Warnings (a job attempt that failed, say) reach the test's output; FLEET_WORKER_LOG
+        // asks for more while investigating.
+        .env(
+            "RUST_LOG",
+            std::env::var("FLEET_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()

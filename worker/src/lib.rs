@@ -252,6 +252,13 @@ pub async fn run(
     monitor = register!(monitor, pool, deps, options, SendDigest, jobs::digest::run);
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor
+        // A job that fails is retried with backoff (and, past its retries, listed by
+        // `worker --failed`); each failure is logged so an operator sees it as it happens.
+        .on_event(|ctx, event| {
+            if let Event::Error(error) = event {
+                tracing::warn!(worker = %ctx.name(), %error, "job attempt failed; it will be retried");
+            }
+        })
         .should_restart(|ctx, err| {
             tracing::error!(worker = %ctx.name(), error = %err, "worker stopped with an error; restarting");
             true

@@ -134,6 +134,77 @@ pub mod delivery_status {
     pub const SKIPPED: &str = "skipped";
 }
 
+/// Which pending deliveries need a `notify.deliver` job queued now.
+pub mod due {
+    use chrono::{DateTime, Duration, Utc};
+    use entities::notification_deliveries as deliveries;
+    use sea_orm::{
+        ColumnTrait, Condition,
+        sea_query::{Expr, ExprTrait},
+    };
+
+    use super::delivery_status;
+
+    /// How long an attempt may stay overdue after its job was queued before it is queued
+    /// again. A job ends without recording its attempt only when the database failed it
+    /// through all of its retries; far longer than any attempt takes (outbound calls time out
+    /// in seconds), so a second job finds the attempt made and does nothing.
+    pub const STRANDED_AFTER: Duration = Duration::minutes(15);
+
+    /// Pending deliveries whose attempt is due and either has no job yet, or had one that
+    /// ended without recording it (still overdue [`STRANDED_AFTER`] later).
+    pub fn condition(now: DateTime<Utc>) -> Condition {
+        Condition::all()
+            .add(deliveries::Column::Status.eq(delivery_status::PENDING))
+            .add(deliveries::Column::NextAttemptAt.lte(now))
+            .add(
+                Condition::any()
+                    .add(deliveries::Column::QueuedAttempt.is_null())
+                    .add(
+                        Expr::col(deliveries::Column::QueuedAttempt)
+                            .lt(Expr::col(deliveries::Column::Attempts)),
+                    )
+                    .add(deliveries::Column::NextAttemptAt.lte(now - STRANDED_AFTER)),
+            )
+    }
+
+    /// Whether a due delivery (by [`condition`]) already had a job for this attempt, so its
+    /// new job needs a key of its own.
+    pub fn is_stranded(queued_attempt: Option<i32>, attempts: i32) -> bool {
+        queued_attempt.is_some_and(|queued| queued >= attempts)
+    }
+
+    /// The window a stranded attempt's new job belongs to: one more job per window at most.
+    pub fn window(now: DateTime<Utc>) -> i64 {
+        now.timestamp().div_euclid(STRANDED_AFTER.num_seconds())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn an_attempt_is_stranded_only_once_its_job_was_queued() {
+            assert!(!is_stranded(None, 0));
+            assert!(!is_stranded(Some(0), 1));
+            assert!(is_stranded(Some(1), 1));
+        }
+
+        #[test]
+        fn windows_are_fifteen_minutes_wide() {
+            let at = |s: &str| s.parse::<DateTime<Utc>>().expect("time");
+            assert_eq!(
+                window(at("2026-11-26T08:00:00Z")),
+                window(at("2026-11-26T08:14:59Z"))
+            );
+            assert_ne!(
+                window(at("2026-11-26T08:14:59Z")),
+                window(at("2026-11-26T08:15:00Z"))
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1208,13 +1208,81 @@ async fn a_worker_killed_mid_delivery_loses_nothing_the_delivery_runs_again() {
         again[1].header("webhook-id"),
         "the same delivery, sent again"
     );
-    // The second worker finishes what it took before it exits (SIGTERM), so its record of
-    // the attempt is written by then.
+    // The second worker records the attempt once the receiver has answered; on a loaded
+    // machine its write can meet a busy SQLite and be retried, so wait for the record itself
+    // (a job still waiting for its retry when a worker stops runs again on another worker).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let log = loop {
+        let log = deliveries(&app, &owner, &id(&hook)).await;
+        let recorded = log.first().is_some_and(|d| d["status"] != "pending");
+        if recorded || tokio::time::Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     tests::processes::stop_gracefully(&mut second).await;
-    let log = deliveries(&app, &owner, &id(&hook)).await;
     assert_eq!(log.len(), 1, "{log:?}");
-    assert_eq!(log[0]["status"], "delivered");
+    assert_eq!(log[0]["status"], "delivered", "{log:?}");
     assert_eq!(receiver.received().len(), 2);
+}
+
+#[tokio::test]
+async fn an_attempt_whose_job_failed_for_good_is_queued_again_and_made_once() {
+    let app = TestApp::builder().without_worker().start().await;
+    app.organization("acme").await;
+    let owner = app.member("acme", Role::Owner, "owner@acme.test").await;
+    let receiver = Receiver::start().await;
+    receiver.queue([Reply::Status(500, "busy".into())]);
+    let hook = channel(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "w", "config": {"url": receiver.url("/in")}}),
+    )
+    .await;
+    test_event(&app, &owner, &id(&hook)).await;
+    app.run_pending_jobs().await;
+    assert_eq!(
+        receiver.received().len(),
+        1,
+        "the first attempt, answered 500"
+    );
+    // The second attempt falls due; its job is queued and then spent by the database failing
+    // it through every retry, so the attempt is never recorded.
+    app.clock.advance(chrono::Duration::seconds(10));
+    let deps = worker::Deps::new(
+        app.state.config.clone(),
+        app.state.db.clone(),
+        app.state.clock.clone(),
+    )
+    .expect("deps");
+    let queued = worker::jobs::notify_dispatch::queue_due(&deps, app.clock_now())
+        .await
+        .expect("queue the due attempt");
+    assert_eq!(queued, 1);
+    app.fail_jobs_for_good("notify.deliver").await;
+    app.run_pending_jobs().await;
+    // Not yet given up on: the job may still be running somewhere.
+    later(&app, 14 * 60).await;
+    assert_eq!(receiver.received().len(), 1);
+    let log = deliveries(&app, &owner, &id(&hook)).await;
+    assert_eq!(
+        (
+            log[0]["status"].clone(),
+            log[0]["attempts"].as_array().map(Vec::len)
+        ),
+        (json!("pending"), Some(1))
+    );
+    // Fifteen minutes overdue: queued again, made once, recorded.
+    later(&app, 2 * 60).await;
+    later(&app, 60).await;
+    assert_eq!(
+        receiver.received().len(),
+        2,
+        "the second attempt, made once"
+    );
+    let log = deliveries(&app, &owner, &id(&hook)).await;
+    assert_eq!(log[0]["status"], "delivered", "{log:?}");
+    assert_eq!(log[0]["attempts"].as_array().map(Vec::len), Some(2));
 }
 
 #[tokio::test]

@@ -7,12 +7,14 @@
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::{DateTime, Utc};
-use domain::notifications::{EventKind, delivery_status, routing};
+use domain::notifications::{EventKind, delivery_status, due, routing};
 use entities::{notification_channels, notification_deliveries, notification_events};
-use platform::jobs::{DeliverNotification, NotifyDispatch, Queue};
+use platform::{
+    ids::DeliveryId,
+    jobs::{DeliverNotification, NotifyDispatch, Queue},
+};
 use sea_orm::{
-    ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::{Expr, ExprTrait},
+    ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -125,20 +127,12 @@ pub async fn kick(deps: &Deps) {
 /// Queues a `notify.deliver` job for every pending delivery whose attempt is due and has no
 /// job yet, then notes the attempt each job is for.
 pub async fn queue_due(deps: &Deps, now: DateTime<Utc>) -> Result<usize, BoxDynError> {
-    let due: Vec<(Uuid, i32)> = notification_deliveries::Entity::find()
+    let due: Vec<(Uuid, i32, Option<i32>)> = notification_deliveries::Entity::find()
         .select_only()
         .column(notification_deliveries::Column::Id)
         .column(notification_deliveries::Column::Attempts)
-        .filter(notification_deliveries::Column::Status.eq(delivery_status::PENDING))
-        .filter(notification_deliveries::Column::NextAttemptAt.lte(now))
-        .filter(
-            Condition::any()
-                .add(notification_deliveries::Column::QueuedAttempt.is_null())
-                .add(
-                    Expr::col(notification_deliveries::Column::QueuedAttempt)
-                        .lt(Expr::col(notification_deliveries::Column::Attempts)),
-                ),
-        )
+        .column(notification_deliveries::Column::QueuedAttempt)
+        .filter(due::condition(now))
         .order_by_asc(notification_deliveries::Column::Id)
         .limit(DUE_BATCH)
         .into_tuple()
@@ -147,13 +141,25 @@ pub async fn queue_due(deps: &Deps, now: DateTime<Utc>) -> Result<usize, BoxDynE
     let mut by_attempt: std::collections::BTreeMap<i32, Vec<Uuid>> = Default::default();
     let jobs: Vec<(String, DeliverNotification)> = due
         .iter()
-        .map(|(delivery_id, attempt)| {
+        .map(|(delivery_id, attempt, queued)| {
             by_attempt.entry(*attempt).or_default().push(*delivery_id);
             let job = DeliverNotification {
                 delivery_id: *delivery_id,
                 attempt: *attempt,
             };
-            (job.key(), job)
+            // A job that ended without recording its attempt keeps its key taken: the
+            // attempt's next job is keyed by the window it is queued in.
+            let key = if due::is_stranded(*queued, *attempt) {
+                tracing::warn!(
+                    delivery = %DeliveryId::from(*delivery_id),
+                    attempt,
+                    "a delivery's job ended without recording its attempt; queueing it again"
+                );
+                job.key_again(due::window(now))
+            } else {
+                job.key()
+            };
+            (key, job)
         })
         .collect();
     let queue = Queue::new(&deps.db);
