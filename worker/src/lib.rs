@@ -252,11 +252,12 @@ pub async fn run(
     monitor = register!(monitor, pool, deps, options, SendDigest, jobs::digest::run);
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor
-        // A job that fails is retried with backoff (and, past its retries, listed by
-        // `worker --failed`); each failure is logged so an operator sees it as it happens.
+        // A job that ends failed (its retries spent, or its retry cut off by a stop: the queue
+        // runs it again while it has attempts left; `worker --failed` lists the rest) is
+        // logged, so an operator sees it as it happens.
         .on_event(|ctx, event| {
             if let Event::Error(error) = event {
-                tracing::warn!(worker = %ctx.name(), %error, "job attempt failed; it will be retried");
+                tracing::warn!(worker = %ctx.name(), %error, "job failed");
             }
         })
         .should_restart(|ctx, err| {
