@@ -18,8 +18,7 @@ use uuid::Uuid;
 use crate::status::ProposalStatus;
 
 /// The snapshot shipped with the service.
-pub const SNAPSHOT: &[u8] =
-    include_bytes!("../../data/kev/known_exploited_vulnerabilities.json");
+pub const SNAPSHOT: &[u8] = include_bytes!("../../data/kev/known_exploited_vulnerabilities.json");
 
 /// The most of a feed that is read.
 pub const MAX_FEED_BYTES: usize = 32 * 1024 * 1024;

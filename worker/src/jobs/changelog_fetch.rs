@@ -12,7 +12,6 @@
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data};
-use chrono::{DateTime, Utc};
 use domain::intel::{
     cache,
     changelog::{self, AVAILABLE, PENDING, UNAVAILABLE},
