@@ -224,7 +224,7 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
         c["entries"][0]["author"],
         "Samuel Henrique <samueloph@debian.org>"
     );
-    assert_eq!(c["entries"][0]["date"], "2026-05-08T14:16:21Z");
+    assert_eq!(c["entries"][0]["date"], "2026-05-08T14:16:21+00:00");
 
     let c = &change(&detail, "libc6")["changelog"];
     assert_eq!(c["status"], "available", "source glibc: {c:#}");
@@ -636,7 +636,7 @@ async fn agent_releases_answer_the_manifest_stable_first_and_keep_it_through_bad
     assert_eq!(listed[0]["version"], "1.5.0");
     assert!(listed[0].get("released_at").is_none());
     assert_eq!(listed[1]["channel"], "beta");
-    assert_eq!(listed[1]["released_at"], "2026-11-01T12:00:00Z");
+    assert_eq!(listed[1]["released_at"], "2026-11-01T12:00:00+00:00");
     assert!(listed[0]["seen_at"].as_str().is_some());
     // The test agent runs 1.4.0 on stable.
     assert_eq!(host_detail().await["agent_update_available"], true);
