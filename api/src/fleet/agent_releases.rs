@@ -52,9 +52,11 @@ impl AgentReleasesApi {
     )]
     async fn list(
         &self,
-        _org: org::Path<Discuss>,
+        org: org::Path<Discuss>,
         state: poem::web::Data<&AppState>,
     ) -> Result<Json<Vec<AgentRelease>>, OrgReadErrors> {
+        // The channels are the same for every organization: the caller's only decides access.
+        let _ = org.org_id();
         let rows = channels(&state.db.orm).await.map_err(ApiError::from)?;
         Ok(Json(
             rows.into_iter()
