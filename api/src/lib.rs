@@ -46,6 +46,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         (
             agent::api::AgentApi,
             agent::jobs::AgentJobsApi,
+            fleet::agent_releases::AgentReleasesApi,
             billing::webhook::WebhookApi,
             billing::account::BillingApi,
             billing::checkout::CheckoutApi,

@@ -8,6 +8,7 @@
 //! map refusals to their own answers.
 
 pub mod billing;
+pub mod intel;
 pub mod notifications;
 pub mod policy;
 pub mod proposals;

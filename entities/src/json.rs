@@ -354,3 +354,20 @@ mod tests {
         );
     }
 }
+
+/// One entry of a cached Debian changelog (decisions §16).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangelogEntry {
+    pub version: String,
+    /// RFC 3339, from the entry's trailer; absent when the trailer is missing or unreadable.
+    #[serde(default)]
+    pub date: Option<String>,
+    /// `Name <email>` from the trailer.
+    #[serde(default)]
+    pub author: Option<String>,
+    #[serde(default)]
+    pub urgency: Option<String>,
+    pub text: String,
+    #[serde(default)]
+    pub cves: Vec<String>,
+}

@@ -4,8 +4,10 @@
 
 pub mod accounts;
 pub mod agent_nonces;
+pub mod agent_releases;
 pub mod api_tokens;
 pub mod audit_events;
+pub mod changelogs;
 pub mod comments;
 pub mod deployment_secrets;
 pub mod digest_settings;

@@ -16,6 +16,9 @@ pub struct Model {
     pub from_version: String,
     pub to_version: String,
     pub source_name: Option<String>,
+    /// The distribution (`ubuntu`, `debian`, …) of the first host reported with it: where its
+    /// changelog is looked up.
+    pub distro: Option<String>,
     pub hosts: i64,
     pub advisories: JsonText<Vec<Advisory>>,
 }

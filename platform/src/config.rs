@@ -59,6 +59,15 @@ pub struct RawConfig {
     /// JSON manifest of the agent release channels, read hourly.
     #[arg(long, env = "AGENT_MANIFEST_URL")]
     pub agent_manifest_url: Option<String>,
+
+    #[arg(long, env = "CHANGELOG_URL_UBUNTU")]
+    pub changelog_url_ubuntu: Option<String>,
+
+    #[arg(long, env = "CHANGELOG_URL_DEBIAN")]
+    pub changelog_url_debian: Option<String>,
+
+    #[arg(long, env = "KEV_URL")]
+    pub kev_url: Option<String>,
     /// Requests an organization may make in a burst.
     #[arg(long, env = "RATE_LIMIT_BURST")]
     pub rate_limit_burst: Option<String>,
@@ -135,6 +144,12 @@ pub struct Config {
     /// Where PagerDuty channels send (Events API v2).
     pub pagerduty_events_url: Url,
     pub agent_manifest_url: Option<Url>,
+    /// Changelog URL templates (decisions §16): `{component}`, `{prefix}`, `{source}`,
+    /// `{version}` are filled in.
+    pub changelog_url_ubuntu: String,
+    pub changelog_url_debian: String,
+    /// The known-exploited catalogue feed; unset, the shipped snapshot is all there is.
+    pub kev_url: Option<Url>,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: f64,
     /// The reverse proxies in front of the api: only from these is `X-Forwarded-For` read.
@@ -145,6 +160,25 @@ pub struct Config {
 /// The plans, least to most privileged (`DEFAULT_PLAN` must name one; `domain::billing::Plan`
 /// holds their rules).
 pub const PLAN_NAMES: [&str; 4] = ["free", "team", "business", "enterprise"];
+
+/// Where Ubuntu and Debian publish changelogs (decisions §16).
+pub const CHANGELOG_URL_UBUNTU: &str = "https://changelogs.ubuntu.com/changelogs/pool/{component}/{prefix}/{source}/{source}_{version}/changelog";
+pub const CHANGELOG_URL_DEBIAN: &str = "https://metadata.ftp-master.debian.org/changelogs/{component}/{prefix}/{source}/{source}_{version}_changelog";
+
+/// A changelog URL template: an http(s) URL once filled in, naming `{source}` and `{version}`.
+fn parse_template(variable: &'static str, value: &str) -> Result<String, ConfigError> {
+    let value = value.trim();
+    if !value.contains("{source}") || !value.contains("{version}") {
+        return Err(bad(variable, "must contain {source} and {version}"));
+    }
+    let sample = value
+        .replace("{component}", "main")
+        .replace("{prefix}", "o")
+        .replace("{source}", "openssl")
+        .replace("{version}", "3.0.13-0ubuntu3.5");
+    parse_url(variable, &sample)?;
+    Ok(value.to_owned())
+}
 
 /// The public PagerDuty Events API v2 enqueue address.
 pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
@@ -274,6 +308,20 @@ impl RawConfig {
             .map(|v| parse_url("AGENT_MANIFEST_URL", &v))
             .transpose()?;
 
+        let changelog_url_ubuntu = parse_template(
+            "CHANGELOG_URL_UBUNTU",
+            &non_empty(self.changelog_url_ubuntu)
+                .unwrap_or_else(|| CHANGELOG_URL_UBUNTU.to_owned()),
+        )?;
+        let changelog_url_debian = parse_template(
+            "CHANGELOG_URL_DEBIAN",
+            &non_empty(self.changelog_url_debian)
+                .unwrap_or_else(|| CHANGELOG_URL_DEBIAN.to_owned()),
+        )?;
+        let kev_url = non_empty(self.kev_url)
+            .map(|v| parse_url("KEV_URL", &v))
+            .transpose()?;
+
         let payments_webhook_secret = non_empty(self.payments_webhook_secret).map(Secret);
         let default_plan = match non_empty(self.default_plan) {
             Some(v) => {
@@ -377,6 +425,9 @@ impl RawConfig {
             outbound_allow_private,
             pagerduty_events_url,
             agent_manifest_url,
+            changelog_url_ubuntu,
+            changelog_url_debian,
+            kev_url,
             rate_limit_burst,
             rate_limit_per_second,
             trusted_proxies,
@@ -401,6 +452,15 @@ impl Config {
         crate::outbound::OutboundSettings {
             extra_roots_pem: self.outbound_ca_pem.clone(),
             allow_private: self.outbound_allow_private,
+        }
+    }
+
+    /// The changelog URL template of a distribution, if it publishes changelogs.
+    pub fn changelog_template(&self, distro: &str) -> Option<&str> {
+        match distro {
+            "ubuntu" => Some(&self.changelog_url_ubuntu),
+            "debian" => Some(&self.changelog_url_debian),
+            _ => None,
         }
     }
 

@@ -148,6 +148,16 @@ impl Queue {
         self.push_task(job, None, Some(delay)).await.map(|_| ())
     }
 
+    /// [`Queue::push_unique`], to run after `delay`.
+    pub async fn push_unique_after<J: Job>(
+        &self,
+        key: &str,
+        job: J,
+        delay: Duration,
+    ) -> anyhow::Result<Pushed> {
+        self.push_task(job, Some(key), Some(delay)).await
+    }
+
     /// Queues `job` unless a job with the same `key` exists in its queue. Keys stay taken until
     /// the row is deleted, so a key must name its period (`digest:{member}:{local date}`).
     pub async fn push_unique<J: Job>(&self, key: &str, job: J) -> anyhow::Result<Pushed> {
@@ -414,6 +424,52 @@ pub struct SendDigest {
 impl Job for SendDigest {
     const QUEUE: &'static str = "digest.send";
     const RETRIES: usize = 5;
+}
+
+/// Fetch one changelog into the shared cache (decisions §16): one per distribution × source
+/// package × target version, for every organization. `attempt` counts the retries before it
+/// (5xx, timeout), each queued with backoff under the key
+/// `changelog:{distro}:{source}:{version}:{attempt}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FetchChangelog {
+    pub distro: String,
+    pub source: String,
+    pub version: String,
+    #[serde(default)]
+    pub attempt: i32,
+}
+
+impl Job for FetchChangelog {
+    const QUEUE: &'static str = "changelog.fetch";
+    /// Only for the database failing: the archive's failures are retried by the job itself
+    /// over six hours.
+    const RETRIES: usize = 3;
+}
+
+/// Load the shipped known-exploited catalogue if none is loaded, then read `KEV_URL` when
+/// set. Queued by the scheduler daily with the key `kev:{day}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RefreshKev {
+    /// `YYYY-MM-DD`.
+    pub day: String,
+}
+
+impl Job for RefreshKev {
+    const QUEUE: &'static str = "kev.refresh";
+    const RETRIES: usize = 3;
+}
+
+/// Read the agent release manifest at `AGENT_MANIFEST_URL`. Queued by the scheduler hourly
+/// (and so at start) with the key `manifest:{hour}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadAgentManifest {
+    /// The hour this run belongs to (RFC 3339).
+    pub hour: String,
+}
+
+impl Job for ReadAgentManifest {
+    const QUEUE: &'static str = "agent.manifest";
+    const RETRIES: usize = 3;
 }
 
 impl Queue {

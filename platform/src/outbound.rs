@@ -345,6 +345,26 @@ pub async fn read_limited(response: Response, limit: usize) -> Result<Vec<u8>, O
     Ok(body)
 }
 
+/// Reads at most `limit` bytes of an answer's body and stops there (the rest is never read);
+/// answers the bytes and whether the body went on past them.
+pub async fn read_prefix(
+    response: Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), OutboundError> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let room = limit - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

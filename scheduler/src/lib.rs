@@ -14,7 +14,7 @@ use platform::{
     db::{Database, Pool},
     jobs::{
         BillingReport, FleetUpkeep, Housekeeping, NotifyDispatch, ProposalTimers, Queue,
-        RollupUsage, SendDigest,
+        ReadAgentManifest, RefreshKev, RollupUsage, SendDigest,
     },
 };
 use sqlx::{Connection, PgConnection};
@@ -64,6 +64,24 @@ impl Scheduler {
                 )
                 .await?;
             self.queued("housekeeping", &hour).await;
+        }
+        // The agent release manifest, at start and hourly (decisions §16).
+        if self.begins("manifest", &hour).await {
+            self.queue
+                .push_unique(
+                    &format!("manifest:{hour}"),
+                    ReadAgentManifest { hour: hour.clone() },
+                )
+                .await?;
+            self.queued("manifest", &hour).await;
+        }
+        // The known-exploited catalogue: the shipped snapshot at first start, then daily.
+        let today = now.date_naive().to_string();
+        if self.begins("kev", &today).await {
+            self.queue
+                .push_unique(&format!("kev:{today}"), RefreshKev { day: today.clone() })
+                .await?;
+            self.queued("kev", &today).await;
         }
         if self.begins("upkeep", &minute).await {
             self.queue

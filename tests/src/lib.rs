@@ -65,6 +65,10 @@ pub struct TestAppBuilder {
     payments_webhook_secret: Option<String>,
     payments_api_url: Option<String>,
     default_plan: Option<String>,
+    changelog_url_ubuntu: Option<String>,
+    changelog_url_debian: Option<String>,
+    kev_url: Option<String>,
+    agent_manifest_url: Option<String>,
 }
 
 /// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
@@ -83,6 +87,10 @@ impl Default for TestAppBuilder {
             payments_webhook_secret: None,
             payments_api_url: None,
             default_plan: None,
+            changelog_url_ubuntu: None,
+            changelog_url_debian: None,
+            kev_url: None,
+            agent_manifest_url: None,
         }
     }
 }
@@ -147,6 +155,25 @@ impl TestAppBuilder {
         self
     }
 
+    /// `CHANGELOG_URL_UBUNTU` and `CHANGELOG_URL_DEBIAN`: the changelog URL templates.
+    pub fn changelog_urls(mut self, ubuntu: &str, debian: &str) -> Self {
+        self.changelog_url_ubuntu = Some(ubuntu.to_owned());
+        self.changelog_url_debian = Some(debian.to_owned());
+        self
+    }
+
+    /// `KEV_URL`: the known-exploited catalogue feed.
+    pub fn kev_url(mut self, url: &str) -> Self {
+        self.kev_url = Some(url.to_owned());
+        self
+    }
+
+    /// `AGENT_MANIFEST_URL`: the agent release manifest.
+    pub fn agent_manifest_url(mut self, url: &str) -> Self {
+        self.agent_manifest_url = Some(url.to_owned());
+        self
+    }
+
     /// `DEFAULT_PLAN`.
     pub fn default_plan(mut self, plan: &str) -> Self {
         self.default_plan = Some(plan.to_owned());
@@ -181,6 +208,10 @@ impl TestAppBuilder {
                 .map(|_| PAYMENTS_API_KEY.to_owned()),
             payments_api_url: self.payments_api_url,
             default_plan: self.default_plan,
+            changelog_url_ubuntu: self.changelog_url_ubuntu,
+            changelog_url_debian: self.changelog_url_debian,
+            kev_url: self.kev_url,
+            agent_manifest_url: self.agent_manifest_url,
             // Every outbound peer of a test is a loopback receiver signed by the test CA.
             outbound_ca_file: Some(receiver::TestCa::get().file.display().to_string()),
             outbound_allow_private: Some(self.allow_private.to_string()),

@@ -96,6 +96,8 @@ pub struct Received {
     pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
+    /// When its head arrived.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -132,6 +134,8 @@ pub enum Reply {
     Redirect(String),
     /// 200 with a body of this many bytes, streamed.
     Huge(usize),
+    /// This reply, after a delay (an archive's latency).
+    Delayed(Duration, Box<Reply>),
     /// A status with headers and a body.
     Full {
         status: u16,
@@ -271,6 +275,7 @@ async fn answer(
     stop: &CancellationToken,
     request: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
+    let at = std::time::Instant::now();
     let (parts, body) = request.into_parts();
     let body = body
         .collect()
@@ -283,6 +288,7 @@ async fn answer(
         query: parts.uri.query().map(str::to_owned),
         headers: parts.headers,
         body,
+        at,
     };
     let reply = shared
         .queued
@@ -294,6 +300,11 @@ async fn answer(
         all.push(received);
     }
     shared.notify.notify_waiters();
+    let mut reply = reply;
+    while let Reply::Delayed(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
     let response = |status: u16, headers: Vec<(String, String)>, body: Vec<u8>| {
         let mut builder = Response::builder().status(status);
         for (name, value) in headers {
@@ -327,6 +338,7 @@ async fn answer(
             headers,
             body,
         } => response(status, headers, body),
+        Reply::Delayed(..) => response(500, Vec::new(), Vec::new()),
     }
 }
 

@@ -24,8 +24,9 @@ use platform::{
     db::{Database, Pool},
     jobs::{
         BillingReport, DeliverNotification, EvaluateGroup, EvaluateHost, EvaluatePolicy,
-        FleetUpkeep, Housekeeping, Job, NotifyDispatch, ProposalTimers, RollupUsage, SendDigest,
-        SendEmail, SendLink, postgres_config, sqlite_config,
+        FetchChangelog, FleetUpkeep, Housekeeping, Job, NotifyDispatch, ProposalTimers,
+        ReadAgentManifest, RefreshKev, RollupUsage, SendDigest, SendEmail, SendLink,
+        postgres_config, sqlite_config,
     },
     outbound::Outbound,
 };
@@ -250,6 +251,38 @@ pub async fn run(
         jobs::deliver::run
     );
     monitor = register!(monitor, pool, deps, options, SendDigest, jobs::digest::run);
+    // At most CHANGELOG_FETCHES changelog fetches in flight per worker, whatever its
+    // concurrency: the archives are shared public services.
+    let fetch_options = WorkerOptions {
+        concurrency: options.concurrency.min(CHANGELOG_FETCHES),
+        ..options.clone()
+    };
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        fetch_options,
+        FetchChangelog,
+        jobs::changelog_fetch::run
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        RefreshKev,
+        jobs::kev_refresh::run,
+        polled
+    );
+    monitor = register!(
+        monitor,
+        pool,
+        deps,
+        options,
+        ReadAgentManifest,
+        jobs::agent_manifest::run,
+        polled
+    );
     tracing::info!(name = %options.name, concurrency = options.concurrency, "worker started");
     monitor
         // A job that ends failed (its retries spent, or its retry cut off by a stop: the queue
@@ -290,8 +323,12 @@ impl Deps {
 }
 
 /// Queues this worker consumes that hold, on Postgres, a pooled connection for their
-/// LISTEN/NOTIFY listener for as long as the worker runs (`billing.report` is only polled).
-pub const QUEUES: u32 = 12;
+/// LISTEN/NOTIFY listener for as long as the worker runs (`billing.report`, `kev.refresh` and
+/// `agent.manifest` are only polled).
+pub const QUEUES: u32 = 13;
+
+/// Changelog fetches in flight at once per worker process.
+pub const CHANGELOG_FETCHES: usize = 8;
 
 /// Pool size a worker with `concurrency` needs on Postgres: a listener per queue, plus room
 /// for the jobs in flight and their polling.

@@ -107,6 +107,11 @@ pub struct Host {
     /// `{method, channel?}`; absent for an agent too old to say.
     #[oai(skip_serializing_if_is_none)]
     pub agent_install: Option<Value>,
+    /// The agent release channel the host follows (`agent_install.channel`, stable when it
+    /// does not say) holds a newer build than `agent_version` (semantic version order). False
+    /// until the release manifest has been read, or when either version is not a semantic
+    /// version.
+    pub agent_update_available: bool,
     /// pending (enrolled, never checked in), online, offline (no check-in for 3 intervals),
     /// decommissioned; unknown values pass through.
     pub status: String,
@@ -152,6 +157,7 @@ pub fn host_view(
     row: hosts::Model,
     groups: Vec<GroupRef>,
     proposals: Vec<ProposalRef>,
+    releases: &[entities::agent_releases::Model],
 ) -> Result<Host, Unreadable> {
     let updates = match (
         row.updates_total,
@@ -166,7 +172,15 @@ pub fn host_view(
         _ => None,
     };
     let value = |column: &Option<JsonText<Value>>| column.as_ref().map(JsonText::read).transpose();
+    let agent_install = value(&row.agent_install)?;
+    let channel = agent_install
+        .as_ref()
+        .and_then(|i| i.get("channel"))
+        .and_then(Value::as_str);
+    let agent_update_available =
+        domain::intel::releases::update_available(releases, row.agent_version.as_deref(), channel);
     Ok(Host {
+        agent_update_available,
         id: HostId::from(row.id),
         labels: row.labels.read()?,
         // An agent too old to report its permissions shows none.
@@ -176,7 +190,7 @@ pub fn host_view(
             .map(JsonText::read)
             .transpose()?
             .unwrap_or_default(),
-        agent_install: value(&row.agent_install)?,
+        agent_install,
         services_need_restart: row.services_need_restart.read()?,
         held_packages: row.held_packages.read()?,
         frozen: value(&row.frozen)?,
@@ -480,6 +494,7 @@ impl HostsApi {
             .collect();
         let mut open =
             crate::proposals::api::open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
+        let releases = super::agent_releases::channels(&state.db.orm).await?;
         Ok(Json(rows.try_page(|h| {
             let mut refs: Vec<GroupRef> = memberships
                 .iter()
@@ -494,7 +509,7 @@ impl HostsApi {
             refs.sort_by(|a, b| a.name.cmp(&b.name));
             refs.dedup_by(|a, b| a.id == b.id);
             let proposals = open.remove(&h.id).unwrap_or_default();
-            host_view(h, refs, proposals)
+            host_view(h, refs, proposals, &releases)
         })?))
     }
 
@@ -515,7 +530,8 @@ impl HostsApi {
         let host = scope.get(&state.db.orm, *host_id).await?;
         let groups = groups_of(&state.db.orm, scope, host.id).await?;
         let proposals = open_proposals(&state.db.orm, scope, host.id).await?;
-        Ok(Json(host_view(host, groups, proposals)?))
+        let releases = super::agent_releases::channels(&state.db.orm).await?;
+        Ok(Json(host_view(host, groups, proposals, &releases)?))
     }
 
     /// Edit a host: every field optional, an absent field left alone. `labels` replaces the
@@ -590,7 +606,8 @@ impl HostsApi {
             .await?;
         let groups = groups_of(&txn, scope, host.id).await?;
         let proposals = open_proposals(&txn, scope, host.id).await?;
-        let view = host_view(updated, groups, proposals)?;
+        let releases = super::agent_releases::channels(&txn).await?;
+        let view = host_view(updated, groups, proposals, &releases)?;
         txn.commit().await?;
         if labels_changed {
             state
@@ -646,7 +663,8 @@ impl HostsApi {
             .await?;
         let groups = groups_of(&txn, scope, host.id).await?;
         let proposals = open_proposals(&txn, scope, host.id).await?;
-        let view = host_view(updated, groups, proposals)?;
+        let releases = super::agent_releases::channels(&txn).await?;
+        let view = host_view(updated, groups, proposals, &releases)?;
         txn.commit().await?;
         state
             .queue

@@ -19,10 +19,10 @@
 #![allow(clippy::disallowed_methods)]
 
 use entities::{
-    accounts, agent_nonces, api_tokens, audit_events, comments, deployment_secrets,
-    digest_settings, email_tokens, enrollment_tokens, group_hosts, groups, host_days, host_events,
-    host_jobs, host_keys, host_labels, host_packages, host_updates, hosts, invitations,
-    known_exploited, memberships, notification_attempts, notification_channels,
+    accounts, agent_nonces, agent_releases, api_tokens, audit_events, changelogs, comments,
+    deployment_secrets, digest_settings, email_tokens, enrollment_tokens, group_hosts, groups,
+    host_days, host_events, host_jobs, host_keys, host_labels, host_packages, host_updates, hosts,
+    invitations, known_exploited, memberships, notification_attempts, notification_channels,
     notification_deliveries, notification_events, organizations, payment_events, policies,
     policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals, sessions,
     subscriptions, usage_days,
@@ -173,6 +173,9 @@ impl Untenanted for agent_nonces::Entity {}
 impl Untenanted for deployment_secrets::Entity {}
 impl Untenanted for policy_dirty::Entity {}
 impl Untenanted for payment_events::Entity {}
+// Shared by every organization (decisions §16).
+impl Untenanted for changelogs::Entity {}
+impl Untenanted for agent_releases::Entity {}
 // Children, keyed by a tenant row's id.
 impl Untenanted for group_hosts::Entity {}
 impl Untenanted for proposal_hosts::Entity {}

@@ -202,29 +202,78 @@ pub struct AdvisoryView {
     pub known_exploited: bool,
 }
 
+/// One changelog entry, as the archive's changelog states it.
 #[derive(Object)]
-pub struct ChangelogEntry {
+#[oai(rename = "ChangelogEntry")]
+pub struct ChangelogEntryView {
+    /// The Debian version the entry is for.
     pub version: String,
+    /// From the entry's trailer; null when it has none that can be read.
     #[oai(nullable)]
-    pub date: Option<String>,
+    pub date: Option<DateTime<Utc>>,
+    /// `Name <email>` from the trailer; null when it has none.
     #[oai(nullable)]
-    pub distribution: Option<String>,
-    #[oai(nullable)]
-    pub maintainer: Option<String>,
+    pub author: Option<String>,
+    /// low, medium, high, emergency or critical; null when not stated.
     #[oai(nullable)]
     pub urgency: Option<String>,
-    pub changes: String,
+    /// The entry's text (its change lines).
+    pub text: String,
+    /// CVE ids the text names, each once.
+    pub cves: Vec<String>,
 }
 
-/// A change's changelog: `found`, `pending` (not fetched yet) or `missing` (the archive has
-/// none for this version); entries after the installed version up to the offered one, newest
-/// first, at most 15.
+/// A change's Debian-family changelog (decisions §16), fetched once per distribution, source
+/// package and target version for every organization. `status` is `pending` (not fetched
+/// yet; a fetch that fails with a 5xx or a timeout is retried for six hours), `available`, or
+/// `unavailable` (the archive has none for this version, or it could not be read). `entries`:
+/// those newer than `from_version` up to and including `to_version` (dpkg order), newest
+/// first, at most 15; empty unless available.
 #[derive(Object)]
 pub struct Changelog {
     pub status: String,
-    #[oai(nullable)]
+    /// Where it was read from, once available.
+    #[oai(skip_serializing_if_is_none)]
     pub url: Option<String>,
-    pub entries: Vec<ChangelogEntry>,
+    pub entries: Vec<ChangelogEntryView>,
+}
+
+impl Changelog {
+    fn of(cached: Option<&entities::changelogs::Model>, from: &str, to: &str) -> Changelog {
+        use domain::intel::changelog::{AVAILABLE, PENDING, between};
+        let Some(row) = cached else {
+            return Changelog {
+                status: PENDING.into(),
+                url: None,
+                entries: Vec::new(),
+            };
+        };
+        let entries = if row.status == AVAILABLE {
+            // A cached list that cannot be read shows nothing rather than failing the detail.
+            between(row.entries.read().unwrap_or_default(), from, to)
+        } else {
+            Vec::new()
+        };
+        Changelog {
+            status: row.status.clone(),
+            url: (row.status == AVAILABLE).then(|| row.url.clone()).flatten(),
+            entries: entries
+                .into_iter()
+                .map(|e| ChangelogEntryView {
+                    date: e
+                        .date
+                        .as_deref()
+                        .and_then(|d| DateTime::parse_from_rfc3339(d).ok())
+                        .map(|d| d.with_timezone(&Utc)),
+                    version: e.version,
+                    author: e.author,
+                    urgency: e.urgency,
+                    text: e.text,
+                    cves: e.cves,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One change: a package from one version to another, on `hosts` of the proposal's hosts.
@@ -238,7 +287,7 @@ pub struct ChangeView {
     pub hosts: i64,
     pub advisories: Vec<AdvisoryView>,
     /// Absent where there is none to fetch: no source package reported, or a distribution
-    /// family without changelogs (only Debian-family packages have one).
+    /// without published changelogs (Ubuntu and Debian packages have one).
     #[oai(skip_serializing_if_is_none)]
     pub changelog: Option<Changelog>,
 }
@@ -367,6 +416,33 @@ impl AdvisoryView {
     }
 }
 
+/// The shared cache's changelogs of `keys` (distribution, source package, version).
+async fn cached_changelogs<C: ConnectionTrait>(
+    db: &C,
+    keys: &BTreeSet<domain::intel::cache::Key>,
+) -> Result<HashMap<domain::intel::cache::Key, entities::changelogs::Model>, ApiError> {
+    use entities::changelogs;
+    let mut found = HashMap::new();
+    let sources: BTreeSet<&String> = keys.iter().map(|(_, s, _)| s).collect();
+    let versions: BTreeSet<&String> = keys.iter().map(|(_, _, v)| v).collect();
+    let sources: Vec<String> = sources.into_iter().cloned().collect();
+    let versions: Vec<String> = versions.into_iter().cloned().collect();
+    for chunk in sources.chunks(500) {
+        let rows = changelogs::Entity::rows()
+            .filter(changelogs::Column::Source.is_in(chunk.to_vec()))
+            .filter(changelogs::Column::Version.is_in(versions.clone()))
+            .all(db)
+            .await?;
+        for row in rows {
+            let key = (row.distro.clone(), row.source.clone(), row.version.clone());
+            if keys.contains(&key) {
+                found.insert(key, row);
+            }
+        }
+    }
+    Ok(found)
+}
+
 async fn detail<C: ConnectionTrait>(
     db: &C,
     scope: OrgScope,
@@ -400,15 +476,17 @@ async fn detail<C: ConnectionTrait>(
             .await?;
         exploited.extend(found);
     }
+    let keys: BTreeSet<domain::intel::cache::Key> = changes
+        .iter()
+        .filter_map(domain::intel::cache::key_of)
+        .collect();
+    let cached = cached_changelogs(db, &keys).await?;
     let changes = changes
         .into_iter()
         .zip(parsed)
         .map(|(c, advisories)| ChangeView {
-            changelog: (c.source_name.is_some() && c.ecosystem == "deb").then(|| Changelog {
-                status: "pending".into(),
-                url: None,
-                entries: Vec::new(),
-            }),
+            changelog: domain::intel::cache::key_of(&c)
+                .map(|key| Changelog::of(cached.get(&key), &c.from_version, &c.to_version)),
             package: c.package,
             ecosystem: c.ecosystem,
             from_version: c.from_version,

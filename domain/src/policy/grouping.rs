@@ -36,6 +36,8 @@ impl ChangeKey {
 pub struct Change {
     pub hosts: i64,
     pub source_name: Option<String>,
+    /// The distribution of the first host reported with it (where its changelog is found).
+    pub distro: Option<String>,
     /// By (source, external id).
     pub advisories: BTreeMap<(String, String), Advisory>,
 }
@@ -155,6 +157,8 @@ pub struct Grouping<'a> {
     desired: Desired,
     /// The advisories text last parsed for each change: hosts report the same text.
     parsed: HashMap<u32, JsonText<Vec<Advisory>>>,
+    /// Each host's distribution, where known.
+    distros: HashMap<Uuid, String>,
 }
 
 impl<'a> Grouping<'a> {
@@ -164,6 +168,14 @@ impl<'a> Grouping<'a> {
             in_flight,
             desired: Desired::default(),
             parsed: HashMap::new(),
+            distros: HashMap::new(),
+        }
+    }
+
+    /// Notes `host`'s distribution, so the changes it reports say where their changelogs are.
+    pub fn host_distro(&mut self, host: Uuid, distro: Option<&str>) {
+        if let Some(distro) = distro {
+            self.distros.insert(host, distro.to_owned());
         }
     }
 
@@ -222,6 +234,9 @@ impl<'a> Grouping<'a> {
         change.hosts += 1;
         if change.source_name.is_none() {
             change.source_name = source_name;
+        }
+        if change.distro.is_none() {
+            change.distro = self.distros.get(&host).cloned();
         }
         if !unrated && self.parsed.get(&i) != Some(&advisories) {
             for advisory in advisories.read()? {

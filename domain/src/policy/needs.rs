@@ -108,6 +108,9 @@ pub async fn desired(
     let hosts = scope_hosts(txn, policy).await?;
     let in_flight = in_flight(txn, policy.id).await?;
     let mut grouping = Grouping::new(Coverage::of(policy), &in_flight);
+    for host in &hosts {
+        grouping.host_distro(host.id, host.release.distro.as_deref());
+    }
     for chunk in hosts.chunks(HOST_CHUNK) {
         let ids: Vec<Uuid> = chunk.iter().map(|h| h.id).collect();
         let rows: Vec<Update> = host_updates::Entity::find()

@@ -135,6 +135,7 @@ fn change_row(
         from_version: Set(key.from_version.clone()),
         to_version: Set(key.to_version.clone()),
         source_name: Set(change.source_name.clone()),
+        distro: Set(change.distro.clone()),
         hosts: Set(change.hosts),
         advisories: Set(JsonText::new(&change.advisory_list())?),
     })
@@ -214,11 +215,13 @@ pub async fn update_in_place(
         if row.hosts != change.hosts
             || row.advisories.read().ok().as_ref() != Some(&advisories)
             || row.source_name != change.source_name
+            || row.distro != change.distro
         {
             let mut active: proposal_changes::ActiveModel = row.into();
             active.hosts = Set(change.hosts);
             active.advisories = Set(JsonText::new(&advisories)?);
             active.source_name = Set(change.source_name.clone());
+            active.distro = Set(change.distro.clone());
             active.update(txn).await?;
             touched = true;
         }

@@ -75,6 +75,12 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/proposals/{proposal_id}/comments",
         anyone(Role::Operator),
     ),
+    // read agent releases: operator and up.
+    (
+        "GET",
+        "/v1/orgs/{org}/agent-releases",
+        anyone(Role::Operator),
+    ),
     // approve, reject, snooze; edit hosts; manage groups: operator and up.
     (
         "POST",

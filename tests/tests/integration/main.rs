@@ -11,6 +11,7 @@ mod email_links;
 mod enrollment_tokens;
 mod foundation;
 mod hosts_groups;
+mod intelligence;
 mod members;
 mod notifications;
 mod openapi;

@@ -35,16 +35,22 @@ pub(crate) struct Fleet<'a> {
     app: &'a TestApp,
     pub(crate) owner: Session,
     token: String,
+    slug: String,
 }
 
 impl<'a> Fleet<'a> {
     pub(crate) async fn new(app: &'a TestApp) -> Fleet<'a> {
-        let owner = app.sign_up("owner@acme.test", "acme").await;
+        Fleet::new_named(app, "acme").await
+    }
+
+    /// The fleet of an organization with slug `slug`.
+    pub(crate) async fn new_named(app: &'a TestApp, slug: &str) -> Fleet<'a> {
+        let owner = app.sign_up(&format!("owner@{slug}.test"), slug).await;
         let created = app
             .call(
                 As::Session(&owner),
                 Method::POST,
-                "/v1/orgs/acme/enrollment-tokens",
+                &format!("/v1/orgs/{slug}/enrollment-tokens"),
                 Some(json!({"name": "fleet"})),
             )
             .await;
@@ -53,7 +59,33 @@ impl<'a> Fleet<'a> {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        Fleet { app, owner, token }
+        Fleet {
+            app,
+            owner,
+            token,
+            slug: slug.to_owned(),
+        }
+    }
+
+    /// Enrols a host running `(distro, version, codename, os_family)` and checks it in with
+    /// `updates`.
+    pub(crate) async fn host_on(
+        &self,
+        hostname: &str,
+        (distro, version, codename, family): (&str, &str, &str, &str),
+        updates: Value,
+    ) -> TestAgent {
+        let mut agent = TestAgent::new(hostname);
+        let enrolled = agent.enroll(self.app, &self.token).await;
+        assert_eq!(enrolled.status.as_u16(), 201, "{}", enrolled.body);
+        let mut facts = agent.facts();
+        facts["distro"] = json!(distro);
+        facts["distro_version"] = json!(version);
+        facts["distro_codename"] = json!(codename);
+        facts["os_family"] = json!(family);
+        self.report(&agent, updates, json!({ "facts": facts }))
+            .await;
+        agent
     }
 
     /// Enrols a host and checks it in with `updates` (and `extra` check-in fields).
@@ -109,7 +141,7 @@ impl<'a> Fleet<'a> {
             .call(
                 As::Session(&self.owner),
                 Method::POST,
-                "/v1/orgs/acme/policies",
+                &format!("/v1/orgs/{}/policies", self.slug),
                 Some(body),
             )
             .await;
@@ -123,7 +155,7 @@ impl<'a> Fleet<'a> {
             .call(
                 As::Session(&self.owner),
                 Method::GET,
-                &format!("/v1/orgs/acme/proposals{query}"),
+                &format!("/v1/orgs/{}/proposals{query}", self.slug),
                 None,
             )
             .await;
@@ -149,7 +181,7 @@ impl<'a> Fleet<'a> {
             .call(
                 As::Session(&self.owner),
                 Method::GET,
-                &format!("/v1/orgs/acme/proposals/{id}"),
+                &format!("/v1/orgs/{}/proposals/{id}", self.slug),
                 None,
             )
             .await;

@@ -1,5 +1,6 @@
 //! `policy.evaluate`: bring one policy's proposals in line with what its hosts need now (the
-//! rules are in `domain::policy`). A run that finds the policy busy comes back shortly.
+//! rules are in `domain::policy`). A run that finds the policy busy comes back shortly. After
+//! a run, changes whose changelog is not cached yet get a `changelog.fetch`.
 
 use apalis::prelude::{BoxDynError, Data};
 use domain::policy::Evaluated;
@@ -21,6 +22,12 @@ pub async fn run(job: EvaluatePolicy, deps: Data<Deps>) -> Result<(), BoxDynErro
     } else {
         // A proposal it opened (or approved at once) is a notification event.
         crate::jobs::notify_dispatch::kick(&deps).await;
+        // Changes that appeared get their changelogs fetched. Never the evaluation's failure:
+        // the proposal stands, its changelog shows pending, the next evaluation asks again.
+        if let Err(err) = domain::intel::cache::queue_for_policy(&deps.db, job.policy_id, now).await
+        {
+            tracing::warn!(error = %err, "could not queue changelog fetches");
+        }
     }
     Ok(())
 }
