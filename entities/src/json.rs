@@ -367,6 +367,9 @@ pub struct ChangelogEntry {
     pub author: Option<String>,
     #[serde(default)]
     pub urgency: Option<String>,
+    /// The distributions the entry's header names (`noble-security`, `unstable`), space-separated.
+    #[serde(default)]
+    pub distribution: Option<String>,
     pub text: String,
     #[serde(default)]
     pub cves: Vec<String>,

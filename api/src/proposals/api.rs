@@ -214,13 +214,35 @@ pub struct ChangelogEntryView {
     /// `Name <email>` from the trailer; null when it has none.
     #[oai(nullable)]
     pub author: Option<String>,
+    /// The same as `author` (interface.md's name for it).
+    #[oai(nullable)]
+    pub maintainer: Option<String>,
+    /// The distributions the entry's header names (`noble-security`), space-separated; null
+    /// when it names none.
+    #[oai(nullable)]
+    pub distribution: Option<String>,
     /// low, medium, high, emergency or critical; null when not stated.
     #[oai(nullable)]
     pub urgency: Option<String>,
     /// The entry's text (its change lines).
     pub text: String,
+    /// The same as `text` (interface.md's name for it).
+    pub changes: String,
     /// CVE ids the text names, each once.
     pub cves: Vec<String>,
+}
+
+/// Whether a change's changelog has been read (decisions §16, which names interface.md's
+/// `found` and `missing` `available` and `unavailable`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum ChangelogStatus {
+    /// Not fetched yet (a fetch failing with a 5xx or a timeout is retried for six hours).
+    Pending,
+    /// Read; `entries` holds what changed.
+    Available,
+    /// The archive has none for this version, or it could not be read.
+    Unavailable,
 }
 
 /// A change's Debian-family changelog (decisions §16), fetched once per distribution, source
@@ -231,7 +253,7 @@ pub struct ChangelogEntryView {
 /// first, at most 15; empty unless available.
 #[derive(Object)]
 pub struct Changelog {
-    pub status: String,
+    pub status: ChangelogStatus,
     /// Where it was read from, once available.
     #[oai(skip_serializing_if_is_none)]
     pub url: Option<String>,
@@ -243,7 +265,7 @@ impl Changelog {
         use domain::intel::changelog::{AVAILABLE, PENDING, between};
         let Some(row) = cached else {
             return Changelog {
-                status: PENDING.into(),
+                status: ChangelogStatus::Pending,
                 url: None,
                 entries: Vec::new(),
             };
@@ -255,7 +277,11 @@ impl Changelog {
             Vec::new()
         };
         Changelog {
-            status: row.status.clone(),
+            status: match row.status.as_str() {
+                AVAILABLE => ChangelogStatus::Available,
+                PENDING => ChangelogStatus::Pending,
+                _ => ChangelogStatus::Unavailable,
+            },
             url: (row.status == AVAILABLE).then(|| row.url.clone()).flatten(),
             entries: entries
                 .into_iter()
@@ -266,8 +292,11 @@ impl Changelog {
                         .and_then(|d| DateTime::parse_from_rfc3339(d).ok())
                         .map(|d| d.with_timezone(&Utc)),
                     version: e.version,
+                    maintainer: e.author.clone(),
                     author: e.author,
+                    distribution: e.distribution,
                     urgency: e.urgency,
+                    changes: e.text.clone(),
                     text: e.text,
                     cves: e.cves,
                 })

@@ -181,6 +181,10 @@ pub fn entries_up_to(text: &str, target: &str) -> Result<Vec<ChangelogEntry>, Un
                     .map(|d| d.with_timezone(&chrono::Utc).to_rfc3339()),
                 author,
                 urgency: entry.urgency().map(|u| u.to_string()),
+                distribution: entry
+                    .distributions()
+                    .filter(|names| !names.is_empty())
+                    .map(|names| names.join(" ")),
                 cves: cves(&text),
                 text,
             },
