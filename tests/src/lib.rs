@@ -4,9 +4,11 @@
 
 pub mod agent;
 pub mod database;
+pub mod dns;
 pub mod identity;
 pub mod jobs;
 pub mod limits;
+pub mod oidc;
 pub mod payments;
 pub mod processes;
 pub mod processor;
@@ -65,6 +67,7 @@ pub struct TestAppBuilder {
     payments_webhook_secret: Option<String>,
     payments_api_url: Option<String>,
     default_plan: Option<String>,
+    dns_resolver: Option<String>,
 }
 
 /// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
@@ -83,6 +86,7 @@ impl Default for TestAppBuilder {
             payments_webhook_secret: None,
             payments_api_url: None,
             default_plan: None,
+            dns_resolver: None,
         }
     }
 }
@@ -153,6 +157,12 @@ impl TestAppBuilder {
         self
     }
 
+    /// `DNS_RESOLVER`: where SSO domain claims are looked up (a [`dns::TestDns`]).
+    pub fn dns_resolver(mut self, addr: &str) -> Self {
+        self.dns_resolver = Some(addr.to_owned());
+        self
+    }
+
     pub async fn start(self) -> TestApp {
         // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
         platform::outbound::install_crypto_provider();
@@ -181,6 +191,7 @@ impl TestAppBuilder {
                 .map(|_| PAYMENTS_API_KEY.to_owned()),
             payments_api_url: self.payments_api_url,
             default_plan: self.default_plan,
+            dns_resolver: self.dns_resolver,
             // Every outbound peer of a test is a loopback receiver signed by the test CA.
             outbound_ca_file: Some(receiver::TestCa::get().file.display().to_string()),
             outbound_allow_private: Some(self.allow_private.to_string()),
@@ -208,6 +219,7 @@ impl TestAppBuilder {
             agent_ca,
             outbound: platform::outbound::Outbound::new(&config.outbound_settings())
                 .expect("outbound client"),
+            sso: Default::default(),
         };
         let shutdown = CancellationToken::new();
         let bound = api::http::server::bind(config.bind).await.expect("bind");
