@@ -20,7 +20,7 @@ use crate::{
     },
     http::scope::OrgScope,
     http::tags::Tag,
-    http::text::Text,
+    http::text::{InvitedRoleText, Text},
     identity::audit::Entry,
     identity::roles::AdministerInPerson,
     sso::{
@@ -41,7 +41,7 @@ pub struct RoleMapping {
     pub group: Text,
     /// admin, operator or viewer; never owner.
     #[oai(validator(max_length = 16))]
-    pub role: Text,
+    pub role: InvitedRoleText,
 }
 
 /// An SSO connection, without its client secret.
@@ -95,7 +95,7 @@ pub struct ConnectionInput {
     pub issuer: Text,
     /// admin, operator or viewer; absent or null refuses people no mapping matches.
     #[oai(validator(max_length = 16))]
-    pub default_role: Option<Text>,
+    pub default_role: Option<InvitedRoleText>,
     /// Absent keeps the current value (false on a first save).
     pub enabled: Option<bool>,
     /// Absent keeps the current value (false on a first save). Needs `enabled` and a
@@ -133,7 +133,7 @@ fn connection_view(row: &sso_connections::Model, enforced: bool) -> Result<Conne
             .into_iter()
             .map(|m| RoleMapping {
                 group: Text(m.group),
-                role: Text(m.role.as_str().to_owned()),
+                role: InvitedRoleText(Text(m.role.as_str().to_owned())),
             })
             .collect(),
         updated_at: row.updated_at,
