@@ -9,6 +9,7 @@ pub mod http;
 pub mod identity;
 pub mod notifications;
 pub mod proposals;
+pub mod sso;
 pub mod state;
 
 use poem::{Endpoint, EndpointExt, Route};
@@ -50,6 +51,9 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
             billing::webhook::WebhookApi,
             billing::account::BillingApi,
             billing::checkout::CheckoutApi,
+            sso::connection::ConnectionApi,
+            sso::domains::DomainsApi,
+            sso::sign_in::SignInApi,
         ),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
@@ -102,6 +106,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
         clock: clock.clone(),
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
+        sso: Default::default(),
     };
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = http::server::bind(config.bind).await?;

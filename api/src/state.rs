@@ -18,4 +18,6 @@ pub struct AppState {
     /// The one outbound HTTP client (decisions §13): the payment processor, and every other
     /// peer the service calls.
     pub outbound: Outbound,
+    /// Identity providers' discovery documents and key sets, cached per issuer.
+    pub sso: Arc<crate::sso::provider::Providers>,
 }

@@ -40,5 +40,8 @@ pub mod proposal_decisions;
 pub mod proposal_hosts;
 pub mod proposals;
 pub mod sessions;
+pub mod sso_connections;
+pub mod sso_domains;
+pub mod sso_logins;
 pub mod subscriptions;
 pub mod usage_days;

@@ -4,9 +4,11 @@
 
 pub mod agent;
 pub mod database;
+pub mod dns;
 pub mod identity;
 pub mod jobs;
 pub mod limits;
+pub mod oidc;
 pub mod payments;
 pub mod processes;
 pub mod processor;
@@ -69,6 +71,7 @@ pub struct TestAppBuilder {
     changelog_url_debian: Option<String>,
     kev_url: Option<String>,
     agent_manifest_url: Option<String>,
+    dns_resolver: Option<String>,
 }
 
 /// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
@@ -91,6 +94,7 @@ impl Default for TestAppBuilder {
             changelog_url_debian: None,
             kev_url: None,
             agent_manifest_url: None,
+            dns_resolver: None,
         }
     }
 }
@@ -180,6 +184,12 @@ impl TestAppBuilder {
         self
     }
 
+    /// `DNS_RESOLVER`: where SSO domain claims are looked up (a [`dns::TestDns`]).
+    pub fn dns_resolver(mut self, addr: &str) -> Self {
+        self.dns_resolver = Some(addr.to_owned());
+        self
+    }
+
     pub async fn start(self) -> TestApp {
         // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
         platform::outbound::install_crypto_provider();
@@ -212,6 +222,7 @@ impl TestAppBuilder {
             changelog_url_debian: self.changelog_url_debian,
             kev_url: self.kev_url,
             agent_manifest_url: self.agent_manifest_url,
+            dns_resolver: self.dns_resolver,
             // Every outbound peer of a test is a loopback receiver signed by the test CA.
             outbound_ca_file: Some(receiver::TestCa::get().file.display().to_string()),
             outbound_allow_private: Some(self.allow_private.to_string()),
@@ -239,6 +250,7 @@ impl TestAppBuilder {
             agent_ca,
             outbound: platform::outbound::Outbound::new(&config.outbound_settings())
                 .expect("outbound client"),
+            sso: Default::default(),
         };
         let shutdown = CancellationToken::new();
         let bound = api::http::server::bind(config.bind).await.expect("bind");

@@ -25,7 +25,7 @@ use entities::{
     invitations, known_exploited, memberships, notification_attempts, notification_channels,
     notification_deliveries, notification_events, organizations, payment_events, policies,
     policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals, sessions,
-    subscriptions, usage_days,
+    sso_connections, sso_domains, sso_logins, subscriptions, usage_days,
 };
 use platform::ids::{
     AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,
@@ -126,6 +126,8 @@ tenant!(
     notification_events => OrgId,
     notification_deliveries => OrgId,
     digest_settings => OrgId,
+    sso_connections => OrgId,
+    sso_domains => OrgId,
 );
 
 macro_rules! row_id {
@@ -163,6 +165,10 @@ impl Credential for invitations::Entity {
 impl Credential for host_keys::Entity {
     const CREDENTIAL: host_keys::Column = host_keys::Column::KeyId;
 }
+/// A verified domain names the organization an address signs in through.
+impl Credential for sso_domains::Entity {
+    const CREDENTIAL: sso_domains::Column = sso_domains::Column::VerifiedDomain;
+}
 
 // Of no organization.
 impl Untenanted for accounts::Entity {}
@@ -176,6 +182,9 @@ impl Untenanted for payment_events::Entity {}
 // Shared by every organization (decisions §16).
 impl Untenanted for changelogs::Entity {}
 impl Untenanted for agent_releases::Entity {}
+/// Sign-ins in flight, found by their `state`'s hash (like `email_tokens`), before anybody is
+/// signed in.
+impl Untenanted for sso_logins::Entity {}
 // Children, keyed by a tenant row's id.
 impl Untenanted for group_hosts::Entity {}
 impl Untenanted for proposal_hosts::Entity {}

@@ -38,4 +38,7 @@ pub enum Tag {
     Agent,
     /// Plans, billing and usage; the payment processor's webhook.
     Billing,
+    /// Single sign-on: the OpenID Connect connection, domain claims, sign-in through the
+    /// identity provider.
+    Sso,
 }

@@ -159,22 +159,14 @@ pub async fn start_session<C: ConnectionTrait>(
     })
 }
 
-/// Whether any organization of the account enforces single sign-on.
-pub async fn sso_required<C: ConnectionTrait>(db: &C, account_id: Uuid) -> Result<bool, ApiError> {
-    let orgs: Vec<Uuid> = scope::edge::memberships_of(account_id.into(), None)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| m.org_id)
-        .collect();
-    if orgs.is_empty() {
-        return Ok(false);
-    }
-    let enforced = scope::edge::organizations(orgs)
-        .filter(organizations::Column::SsoEnforced.eq(true))
-        .one(db)
-        .await?;
-    Ok(enforced.is_some())
+/// Whether `email` must sign in through its organization's identity provider: its domain is
+/// verified by an organization that enforces single sign-on (`crate::sso::enforce`).
+pub async fn sso_required<C: ConnectionTrait>(
+    state: &AppState,
+    db: &C,
+    email: &str,
+) -> Result<bool, ApiError> {
+    crate::sso::enforce::required_for(state, db, email).await
 }
 
 /// Applies the per-client-address limit of the unauthenticated operations (the address of
@@ -298,8 +290,9 @@ impl AuthApi {
     }
 
     /// Exchange a sign-in token for a session. An unknown, used or expired token gets one
-    /// answer, 404 `invalid-token`; an address whose organization enforces single sign-on gets
-    /// 403 `sso-required`.
+    /// answer, 404 `invalid-token`; an address at a verified domain of an organization that
+    /// enforces single sign-on gets 403 `sso-required` (it signs in through
+    /// `GET /v1/auth/sso/start`).
     #[oai(
         path = "/v1/auth/magic-link/verify",
         method = "post",
@@ -320,7 +313,7 @@ impl AuthApi {
             .one(&txn)
             .await?
             .ok_or(ApiError::InvalidToken)?;
-        if sso_required(&txn, account.id).await? {
+        if sso_required(&state, &txn, &account.email).await? {
             return Err(ApiError::SsoRequired.into());
         }
         let session = start_session(&state, &txn, account.id, now).await?;
@@ -342,8 +335,8 @@ impl AuthApi {
 
     /// Exchange a sign-up token for a session: the account (if new) and its organization are
     /// created, the person is its owner, on the free plan. An unknown, used or expired token
-    /// gets 404 `invalid-token`; a slug taken meanwhile 409 `conflict`; an existing account
-    /// whose organization enforces single sign-on 403 `sso-required`.
+    /// gets 404 `invalid-token`; a slug taken meanwhile 409 `conflict`; an address at a
+    /// verified domain of an organization that enforces single sign-on 403 `sso-required`.
     #[oai(
         path = "/v1/auth/sign-up/verify",
         method = "post",
@@ -368,17 +361,16 @@ impl AuthApi {
             .ok_or(ApiError::InvalidToken)?
             .read()?;
 
+        // Nobody at an enforcing organization's domain signs up around its provider.
+        if sso_required(&state, &txn, &token.email).await? {
+            return Err(ApiError::SsoRequired.into());
+        }
         let existing = accounts::Entity::rows()
             .filter(accounts::Column::Email.eq(token.email.as_str()))
             .one(&txn)
             .await?;
         let account = match existing {
-            Some(account) => {
-                if sso_required(&txn, account.id).await? {
-                    return Err(ApiError::SsoRequired.into());
-                }
-                account
-            }
+            Some(account) => account,
             None => {
                 accounts::ActiveModel {
                     id: Set(platform::ids::new_uuid()),

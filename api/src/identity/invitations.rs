@@ -302,7 +302,8 @@ impl InvitationsApi {
         // stands when the membership is added.
         lock_org(&state, &txn, scope).await?;
         inviter_may_still_invite(&txn, &row).await?;
-        if org.sso_enforced {
+        // An address at an enforcing organization's verified domain joins through its provider.
+        if sso_required(&state, &txn, &row.email).await? {
             return Err(ApiError::SsoRequired.into());
         }
         let account = match accounts::Entity::rows()
@@ -310,12 +311,7 @@ impl InvitationsApi {
             .one(&txn)
             .await?
         {
-            Some(account) => {
-                if sso_required(&txn, account.id).await? {
-                    return Err(ApiError::SsoRequired.into());
-                }
-                account
-            }
+            Some(account) => account,
             None => {
                 accounts::ActiveModel {
                     id: Set(platform::ids::new_uuid()),

@@ -68,6 +68,17 @@ impl FromStr for Role {
     }
 }
 
+/// The role single sign-on or SCIM gives (never owner).
+impl From<domain::sso::SsoRole> for Role {
+    fn from(role: domain::sso::SsoRole) -> Self {
+        match role {
+            domain::sso::SsoRole::Admin => Role::Admin,
+            domain::sso::SsoRole::Operator => Role::Operator,
+            domain::sso::SsoRole::Viewer => Role::Viewer,
+        }
+    }
+}
+
 /// The rows of the permission matrix of decisions §4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Right {

@@ -170,6 +170,7 @@ async fn state(config: &Arc<Config>, db: &Database) -> anyhow::Result<api::AppSt
         clock: Arc::new(SystemClock),
         agent_ca: api::agent::ca::load_or_create(db, config, &SystemClock).await?,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
+        sso: Default::default(),
     })
 }
 

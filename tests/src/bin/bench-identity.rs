@@ -81,6 +81,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         clock: Arc::new(SystemClock),
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
+        sso: Default::default(),
     };
     // One organization with its owner, signed in.
     let now = SystemClock.now();

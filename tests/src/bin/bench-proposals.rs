@@ -1205,6 +1205,7 @@ async fn http(
         clock: Arc::new(SystemClock),
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
+        sso: Default::default(),
     };
     let shutdown = CancellationToken::new();
     let bound = api::http::server::bind(config.bind).await?;

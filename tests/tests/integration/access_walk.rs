@@ -225,6 +225,20 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/notification-channels/{channel_id}/deliveries",
         anyone(Role::Admin),
     ),
+    // SSO: admin and up, in person.
+    ("GET", "/v1/orgs/{org}/sso", in_person(Role::Admin)),
+    ("PUT", "/v1/orgs/{org}/sso", in_person(Role::Admin)),
+    ("POST", "/v1/orgs/{org}/sso/domains", in_person(Role::Admin)),
+    (
+        "POST",
+        "/v1/orgs/{org}/sso/domains/{domain}/verify",
+        in_person(Role::Admin),
+    ),
+    (
+        "DELETE",
+        "/v1/orgs/{org}/sso/domains/{domain}",
+        in_person(Role::Admin),
+    ),
     // own digest setting: everyone.
     ("GET", "/v1/orgs/{org}/digest", anyone(Role::Viewer)),
     ("PUT", "/v1/orgs/{org}/digest", anyone(Role::Viewer)),

@@ -138,6 +138,18 @@ async fn an_organization_that_enforces_single_sign_on_refuses_both_verify_operat
         .await
         .expect("query")
         .expect("org");
+    // Enforcement applies to addresses at the organization's verified domains.
+    entities::sso_domains::ActiveModel {
+        org_id: Set(org.id),
+        domain: Set("acme.test".into()),
+        txt_value: Set("service-domain-verification=x".into()),
+        verified_at: Set(Some(app.clock_now())),
+        verified_domain: Set(Some("acme.test".into())),
+        created_at: Set(app.clock_now()),
+    }
+    .insert(&app.state.db.orm)
+    .await
+    .expect("verified claim");
     let mut enforced: organizations::ActiveModel = org.into();
     enforced.sso_enforced = Set(true);
     enforced.update(&app.state.db.orm).await.expect("update");

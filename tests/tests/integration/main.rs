@@ -20,4 +20,5 @@ mod policy_scope;
 mod proposals;
 mod queue;
 mod rate_limits;
+mod sso;
 mod streaming;
