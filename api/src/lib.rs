@@ -9,6 +9,7 @@ pub mod http;
 pub mod identity;
 pub mod notifications;
 pub mod proposals;
+pub mod scim;
 pub mod state;
 
 use poem::{Endpoint, EndpointExt, Route};
@@ -50,6 +51,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
             billing::account::BillingApi,
             billing::checkout::CheckoutApi,
         ),
+        (scim::token::ScimTokenApi, scim::v2::ScimApi),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("http/openapi_intro.md"))

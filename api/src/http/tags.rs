@@ -38,4 +38,8 @@ pub enum Tag {
     Agent,
     /// Plans, billing and usage; the payment processor's webhook.
     Billing,
+    /// SCIM provisioning: the organization's token, and the SCIM 2.0 protocol (RFC 7643/7644) an
+    /// identity provider speaks at `/scim/v2` (media type `application/scim+json`, SCIM's own
+    /// error schema instead of problem+json).
+    Scim,
 }

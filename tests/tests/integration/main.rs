@@ -19,4 +19,5 @@ mod policy_scope;
 mod proposals;
 mod queue;
 mod rate_limits;
+mod scim;
 mod streaming;
