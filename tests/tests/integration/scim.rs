@@ -540,3 +540,312 @@ async fn another_organizations_ids_are_not_found_and_untouched() {
     assert_eq!(still["groups"][0]["value"], group.as_str());
     app.stop().await;
 }
+
+/// Saves organization `slug`'s SSO role mappings directly (the SSO save itself checks the
+/// issuer's discovery document over https; its own tests cover that).
+async fn map_groups(app: &TestApp, slug: &str, mappings: &[(&str, &str)], default_role: Option<&str>) {
+    use entities::json::{JsonText, RoleMapping, SsoRole};
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+    let org = entities::organizations::Entity::find()
+        .filter(entities::organizations::Column::Slug.eq(slug))
+        .one(&app.state.db.orm)
+        .await
+        .expect("query")
+        .expect("org");
+    let mappings: Vec<RoleMapping> = mappings
+        .iter()
+        .map(|(group, role)| RoleMapping {
+            group: (*group).to_owned(),
+            role: SsoRole::parse(role).expect("a mappable role"),
+        })
+        .collect();
+    let now = app.clock_now();
+    entities::sso_connections::ActiveModel {
+        org_id: Set(org.id),
+        enabled: Set(false),
+        issuer: Set("https://idp.example.com".into()),
+        client_id: Set("fleet".into()),
+        client_secret: Set("v1:not-used-by-scim".into()),
+        groups_claim: Set("groups".into()),
+        role_mappings: Set(JsonText::new(&mappings).expect("mappings")),
+        default_role: Set(default_role.map(str::to_owned)),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&app.state.db.orm)
+    .await
+    .expect("connection");
+}
+
+/// Signs the account with `email` in directly (as the SSO callback would) and returns its
+/// session.
+async fn sign_in(app: &TestApp, email: &str) -> tests::Session {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let account = entities::accounts::Entity::find()
+        .filter(entities::accounts::Column::Email.eq(email))
+        .one(&app.state.db.orm)
+        .await
+        .expect("query")
+        .expect("account");
+    let session =
+        api::identity::auth::start_session(&app.state, &app.state.db.orm, account.id, app.clock_now())
+            .await
+            .expect("session");
+    tests::Session {
+        email: email.to_owned(),
+        cookie: session.cookie.split(';').next().unwrap_or_default().to_owned(),
+        csrf: session.csrf_token,
+    }
+}
+
+fn patch(operations: Value) -> Value {
+    json!({"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], "Operations": operations})
+}
+
+#[tokio::test]
+async fn a_group_mapped_to_operator_makes_a_provisioned_user_an_operator_and_deactivation_ends_their_session() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    map_groups(&app, "acme", &[("fleet-operators", "operator"), ("fleet-admins", "admin")], None).await;
+    let token = scim_token(&app, &owner, "acme").await;
+
+    // Okta looks the user up first, then creates them.
+    let lookup = format!("/scim/v2/Users?filter={}", url_escape("userName eq \"ann@acme.test\""));
+    assert_eq!(scim(&app, &token, Method::GET, &lookup, None).await.json()["totalResults"], 0);
+    let ann = create_user(&app, &token, "ann@acme.test").await;
+    let found = scim(&app, &token, Method::GET, &lookup, None).await.json();
+    assert_eq!(found["Resources"][0]["id"], ann.as_str());
+    // No group yet and no default role: provisioned, not a member.
+    assert_eq!(role_of(&app, &owner, "ann@acme.test").await, None);
+
+    // Entra: create the group, then add members.
+    let operators = scim(&app, &token, Method::POST, "/scim/v2/Groups",
+        Some(json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"], "displayName": "fleet-operators", "members": []}))).await;
+    assert_eq!(operators.status.as_u16(), 201, "{}", operators.body);
+    assert!(operators.header("location").is_some());
+    let operators = operators.json()["id"].as_str().expect("id").to_owned();
+    let added = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{operators}"),
+        Some(patch(json!([{"op": "Add", "path": "members", "value": [{"value": ann}]}])))).await;
+    assert_eq!(added.status.as_u16(), 200, "{}", added.body);
+    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("operator"));
+
+    // Ann signs in; her session works.
+    let session = sign_in(&app, "ann@acme.test").await;
+    assert_eq!(app.call(As::Session(&session), Method::GET, "/v1/orgs/acme/hosts", None).await.status.as_u16(), 200);
+
+    // Okta: a second group, pushed with members; the highest role wins.
+    let admins = scim(&app, &token, Method::POST, "/scim/v2/Groups",
+        Some(json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"], "displayName": "fleet-admins", "members": [{"value": ann, "display": "ann@acme.test"}]}))).await;
+    assert_eq!(admins.status.as_u16(), 201, "{}", admins.body);
+    let admins = admins.json()["id"].as_str().expect("id").to_owned();
+    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("admin"));
+    let user = scim(&app, &token, Method::GET, &format!("/scim/v2/Users/{ann}"), None).await.json();
+    assert_eq!(user["groups"].as_array().map(Vec::len), Some(2), "{user}");
+    // Okta removes her from it by filter: back to operator.
+    let removed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{admins}"),
+        Some(patch(json!([{"op": "remove", "path": format!("members[value eq \"{ann}\"]")}])))).await;
+    assert_eq!(removed.status.as_u16(), 200, "{}", removed.body);
+    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("operator"));
+
+    // Entra deactivates: the membership goes and her session is refused on the next request.
+    let deactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{ann}"),
+        Some(patch(json!([{"op": "Replace", "path": "active", "value": "False"}])))).await;
+    assert_eq!(deactivated.status.as_u16(), 200, "{}", deactivated.body);
+    assert_eq!(deactivated.json()["active"], false);
+    app.call(As::Session(&session), Method::GET, "/v1/me", None)
+        .await
+        .assert_problem(401, "unauthenticated");
+    assert_eq!(role_of(&app, &owner, "ann@acme.test").await, None);
+    let audit = app.call(As::Session(&owner), Method::GET, "/v1/orgs/acme/audit-events?limit=500", None).await.json();
+    let actions: Vec<&str> = audit["items"].as_array().into_iter().flatten().filter_map(|e| e["action"].as_str()).collect();
+    for action in ["scim.member_added", "scim.member_role_changed", "scim.member_removed"] {
+        assert!(actions.contains(&action), "{action} in {actions:?}");
+    }
+
+    // Okta reactivates (path-less replace): she is an operator again.
+    let reactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{ann}"),
+        Some(patch(json!([{"op": "replace", "value": {"active": true}}])))).await;
+    assert_eq!(reactivated.status.as_u16(), 200, "{}", reactivated.body);
+    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("operator"));
+    let session = sign_in(&app, "ann@acme.test").await;
+
+    // Deleted: the membership goes, her session ends, the group forgets her.
+    let deleted = scim(&app, &token, Method::DELETE, &format!("/scim/v2/Users/{ann}"), None).await;
+    assert_eq!(deleted.status.as_u16(), 204, "{}", deleted.body);
+    assert_eq!(role_of(&app, &owner, "ann@acme.test").await, None);
+    app.call(As::Session(&session), Method::GET, "/v1/me", None)
+        .await
+        .assert_problem(401, "unauthenticated");
+    assert_scim_error(&scim(&app, &token, Method::GET, &format!("/scim/v2/Users/{ann}"), None).await, 404, None);
+    let group = scim(&app, &token, Method::GET, &format!("/scim/v2/Groups/{operators}"), None).await.json();
+    assert_eq!(group["members"], json!([]));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_role_applies_without_a_matching_group_and_owners_stay_owners() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    map_groups(&app, "acme", &[("fleet-admins", "admin")], Some("viewer")).await;
+    let token = scim_token(&app, &owner, "acme").await;
+    create_user(&app, &token, "bob@acme.test").await;
+    assert_eq!(role_of(&app, &owner, "bob@acme.test").await.as_deref(), Some("viewer"));
+    // The owner, provisioned too and put in a group mapped to admin, stays owner.
+    let owner_id = create_user(&app, &token, "owner@acme.test").await;
+    let group = scim(&app, &token, Method::POST, "/scim/v2/Groups",
+        Some(json!({"displayName": "fleet-admins", "members": [{"value": owner_id}]}))).await;
+    assert_eq!(group.status.as_u16(), 201, "{}", group.body);
+    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
+    // Bob joins the admins' group: the mapping beats the default.
+    let group = group.json()["id"].as_str().expect("id").to_owned();
+    let bob = scim(&app, &token, Method::GET, &format!("/scim/v2/Users?filter={}", url_escape("userName eq \"bob@acme.test\"")), None)
+        .await
+        .json()["Resources"][0]["id"]
+        .as_str()
+        .expect("bob")
+        .to_owned();
+    let added = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group}"),
+        Some(patch(json!([{"op": "add", "path": "members", "value": [{"value": bob}]}])))).await;
+    assert_eq!(added.status.as_u16(), 200, "{}", added.body);
+    assert_eq!(role_of(&app, &owner, "bob@acme.test").await.as_deref(), Some("admin"));
+    // Renamed away from its mapping, the group gives nothing: bob falls back to the default.
+    let renamed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group}"),
+        Some(patch(json!([{"op": "replace", "path": "displayName", "value": "former-admins"}])))).await;
+    assert_eq!(renamed.status.as_u16(), 200, "{}", renamed.body);
+    assert_eq!(role_of(&app, &owner, "bob@acme.test").await.as_deref(), Some("viewer"));
+    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn deprovisioning_the_last_owner_is_refused_and_changes_nothing() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let token = scim_token(&app, &owner, "acme").await;
+    // The owner's own address, provisioned: the existing account is linked.
+    let id = create_user(&app, &token, "owner@acme.test").await;
+    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
+
+    for (method, body) in [
+        (Method::PATCH, Some(patch(json!([{"op": "replace", "value": {"active": false}}])))),
+        (Method::PATCH, Some(patch(json!([{"op": "Replace", "path": "active", "value": "False"}])))),
+        (Method::PUT, Some(json!({"userName": "owner@acme.test", "active": false}))),
+        (Method::DELETE, None),
+    ] {
+        let refused = scim(&app, &token, method.clone(), &format!("/scim/v2/Users/{id}"), body).await;
+        let error = assert_scim_error(&refused, 409, None);
+        assert!(error["detail"].as_str().is_some_and(|d| d.contains("last owner")), "{error}");
+    }
+    // Nothing was written: still active, still owner, still signed in.
+    let user = scim(&app, &token, Method::GET, &format!("/scim/v2/Users/{id}"), None).await.json();
+    assert_eq!(user["active"], true);
+    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
+    assert_eq!(app.call(As::Session(&owner), Method::GET, "/v1/me", None).await.status.as_u16(), 200);
+
+    // With a second owner, the first can be deprovisioned.
+    let second = app.member("acme", Role::Owner, "second@acme.test").await;
+    let deactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{id}"),
+        Some(patch(json!([{"op": "replace", "value": {"active": false}}])))).await;
+    assert_eq!(deactivated.status.as_u16(), 200, "{}", deactivated.body);
+    assert_eq!(role_of(&app, &second, "owner@acme.test").await, None);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn okta_and_entra_patch_bodies_verbatim() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    map_groups(&app, "acme", &[("Engineering", "operator")], None).await;
+    let token = scim_token(&app, &owner, "acme").await;
+
+    // Microsoft Entra: create, then update attributes (with the enterprise extension).
+    let entra_user = scim(&app, &token, Method::POST, "/scim/v2/Users", Some(serde_json::from_str::<Value>(r#"{
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User", "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
+        "externalId": "0a21f0f2-8d2a-4f8e-bf98-7363c4aed4ef",
+        "userName": "Test_User_ab6490ee-1e48-479e-a20b-2d77186b5dd1@acme.test",
+        "active": true,
+        "emails": [{"primary": true, "type": "work", "value": "Test_User_fd0ea19b-0777-472c-9f96-4f70d2226f2e@acme.test"}],
+        "meta": {"resourceType": "User"},
+        "name": {"formatted": "givenName familyName", "familyName": "familyName", "givenName": "givenName"},
+        "roles": []
+    }"#).expect("json"))).await;
+    assert_eq!(entra_user.status.as_u16(), 201, "{}", entra_user.body);
+    let entra_id = entra_user.json()["id"].as_str().expect("id").to_owned();
+    let updated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{entra_id}"), Some(serde_json::from_str::<Value>(r#"{
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [
+            {"op": "Replace", "path": "emails[type eq \"work\"].value", "value": "updatedEmail@acme.test"},
+            {"op": "Replace", "path": "name.familyName", "value": "updatedFamilyName"},
+            {"op": "Add", "path": "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department", "value": "Engineering"},
+            {"op": "Add", "path": "displayName", "value": "Updated Name"}
+        ]
+    }"#).expect("json"))).await;
+    assert_eq!(updated.status.as_u16(), 200, "{}", updated.body);
+    let updated = updated.json();
+    assert_eq!(updated["name"]["familyName"], "updatedFamilyName");
+    assert_eq!(updated["displayName"], "Updated Name");
+    assert_eq!(updated["emails"][0]["value"], "updatedEmail@acme.test");
+
+    // Entra: a group, members added and removed by value list, renamed.
+    let group = scim(&app, &token, Method::POST, "/scim/v2/Groups", Some(serde_json::from_str::<Value>(r#"{
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group", "http://schemas.microsoft.com/2006/11/ResourceManagement/ADSCIM/2.0/Group"],
+        "externalId": "8aa1a0c0-c4c3-4bc0-b4a5-2ef676900159",
+        "displayName": "Engineering",
+        "meta": {"resourceType": "Group"}
+    }"#).expect("json"))).await;
+    assert_eq!(group.status.as_u16(), 201, "{}", group.body);
+    let group_id = group.json()["id"].as_str().expect("id").to_owned();
+    let body = format!(r#"{{"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{{"op": "Add", "path": "members", "value": [{{"value": "{entra_id}"}}]}}]}}"#);
+    let added = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group_id}"), Some(serde_json::from_str(&body).expect("json"))).await;
+    assert_eq!(added.status.as_u16(), 200, "{}", added.body);
+    assert_eq!(role_of(&app, &owner, "test_user_fd0ea19b-0777-472c-9f96-4f70d2226f2e@acme.test").await.as_deref(), Some("operator"));
+    let body = format!(r#"{{"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{{"op": "Remove", "path": "members", "value": [{{"value": "{entra_id}"}}]}}]}}"#);
+    let removed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group_id}"), Some(serde_json::from_str(&body).expect("json"))).await;
+    assert_eq!(removed.status.as_u16(), 200, "{}", removed.body);
+    assert_eq!(role_of(&app, &owner, "test_user_fd0ea19b-0777-472c-9f96-4f70d2226f2e@acme.test").await, None);
+    let renamed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group_id}"), Some(serde_json::from_str::<Value>(r#"{
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{"op": "Replace", "path": "displayName", "value": "1879db59-3bdf-4490-ad68-ab880a269474updatedDisplayName"}]
+    }"#).expect("json"))).await;
+    assert_eq!(renamed.status.as_u16(), 200, "{}", renamed.body);
+    assert_eq!(renamed.json()["displayName"], "1879db59-3bdf-4490-ad68-ab880a269474updatedDisplayName");
+
+    // Okta: create (with a password it does not get to set), deactivate, group push.
+    let okta_user = scim(&app, &token, Method::POST, "/scim/v2/Users", Some(serde_json::from_str::<Value>(r#"{
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": "test.user@acme.test",
+        "name": {"givenName": "Test", "familyName": "User"},
+        "emails": [{"primary": true, "value": "test.user@acme.test", "type": "work"}],
+        "displayName": "Test User",
+        "locale": "en-US",
+        "externalId": "00ujl29u0le5T6Aj10h7",
+        "groups": [],
+        "password": "1mz050nq",
+        "active": true
+    }"#).expect("json"))).await;
+    assert_eq!(okta_user.status.as_u16(), 201, "{}", okta_user.body);
+    let okta_id = okta_user.json()["id"].as_str().expect("id").to_owned();
+    assert!(okta_user.json().get("password").is_none());
+    let pushed = scim(&app, &token, Method::POST, "/scim/v2/Groups", Some(serde_json::from_str::<Value>(&format!(r#"{{
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+        "displayName": "Test SCIMv2",
+        "members": [{{"value": "{okta_id}", "display": "test.user@acme.test"}}]
+    }}"#)).expect("json"))).await;
+    assert_eq!(pushed.status.as_u16(), 201, "{}", pushed.body);
+    let pushed_id = pushed.json()["id"].as_str().expect("id").to_owned();
+    let renamed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{pushed_id}"), Some(serde_json::from_str::<Value>(&format!(r#"{{
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{{"op": "replace", "value": {{"id": "{pushed_id}", "displayName": "Engineering-2"}}}}]
+    }}"#)).expect("json"))).await;
+    assert_eq!(renamed.status.as_u16(), 200, "{}", renamed.body);
+    assert_eq!(renamed.json()["displayName"], "Engineering-2");
+    let deactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{okta_id}"), Some(serde_json::from_str::<Value>(r#"{
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{"op": "replace", "value": {"active": false}}]
+    }"#).expect("json"))).await;
+    assert_eq!(deactivated.status.as_u16(), 200, "{}", deactivated.body);
+    assert_eq!(deactivated.json()["active"], false);
+    app.stop().await;
+}

@@ -13,7 +13,7 @@ use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme, auth::Bearer,
     registry::Registry,
 };
-use sea_orm::{ActiveModelTrait, Set};
+use sea_orm::{ColumnTrait, QueryFilter, sea_query::Expr};
 
 use super::wire::ScimError;
 use crate::{
@@ -76,9 +76,13 @@ async fn authenticate(req: &Request) -> Result<Provider, ScimError> {
         .last_used_at
         .is_none_or(|used| now - used >= TOUCH_EVERY)
     {
-        let mut touched: scim_tokens::ActiveModel = record.into();
-        touched.last_used_at = Set(Some(now));
-        touched.update(&state.db.orm).await?;
+        // By the hash too: a token replaced meanwhile is not touched.
+        OrgScope::of(record.org_id)
+            .update_rows::<scim_tokens::Entity>()
+            .col_expr(scim_tokens::Column::LastUsedAt, Expr::value(now))
+            .filter(scim_tokens::Column::TokenHash.eq(record.token_hash))
+            .exec(&state.db.orm)
+            .await?;
     }
     Ok(Provider { org_id })
 }

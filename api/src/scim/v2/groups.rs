@@ -11,8 +11,8 @@ use entities::{accounts, scim_group_members, scim_groups, scim_users};
 use platform::ids::{AccountId, ScimGroupId};
 use scim_v2::filter::{AttrExp, CompValue, CompareOp, Filter, PatchPath, ValFilter};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use uuid::Uuid;
 

@@ -18,7 +18,7 @@ use self::{
     auth::Provider,
     resources::{Group, GroupInput, GroupList, PatchRequest, User, UserInput, UserList},
     users::Paging,
-    wire::{ScimError, ScimErrors, ScimJson},
+    wire::{Projected, ScimError, ScimErrors, ScimJson, Selection},
 };
 use crate::{AppState, http::tags::Tag};
 
@@ -36,6 +36,13 @@ pub enum GroupCreated {
     /// Created; `Location` is the group's URI.
     #[oai(status = 201)]
     Created(ScimJson<Group>, #[oai(header = "Location")] String),
+}
+
+#[derive(ApiResponse)]
+pub enum SearchAnswer {
+    /// SCIM error: not supported.
+    #[oai(status = 501)]
+    NotImplemented(ScimJson<wire::ScimErrorBody>),
 }
 
 #[derive(ApiResponse)]
@@ -141,11 +148,16 @@ impl ScimApi {
         start_index: Query<Option<i64>>,
         /// Page size (default 100, at most 500; 0 answers only `totalResults`).
         count: Query<Option<i64>>,
-    ) -> ScimResult<ScimJson<UserList>> {
+        /// Only these attributes (comma-separated; `id` and `schemas` always).
+        attributes: Query<Option<String>>,
+        /// All but these attributes (comma-separated).
+        #[oai(name = "excludedAttributes")]
+        excluded_attributes: Query<Option<String>>,
+    ) -> ScimResult<Projected<UserList>> {
         let paging = Paging::new(start_index.0, count.0);
-        Ok(ScimJson(
-            users::list(&state, provider.scope(), filter.0.as_deref(), paging).await?,
-        ))
+        let selection = Selection::new(attributes.0.as_deref(), excluded_attributes.0.as_deref());
+        let list = users::list(&state, provider.scope(), filter.0.as_deref(), paging).await?;
+        Ok(Projected::list(&list, &selection)?)
     }
 
     /// SCIM: provision a user: the account (found by its address, or created) and, when the
@@ -170,12 +182,19 @@ impl ScimApi {
         provider: Provider,
         state: poem::web::Data<&AppState>,
         id: Path<String>,
-    ) -> ScimResult<ScimJson<User>> {
+        /// Only these attributes (comma-separated; `id` and `schemas` always).
+        attributes: Query<Option<String>>,
+        /// All but these attributes (comma-separated).
+        #[oai(name = "excludedAttributes")]
+        excluded_attributes: Query<Option<String>>,
+    ) -> ScimResult<Projected<User>> {
         let scope = provider.scope();
         let row = users::find(&state.db.orm, scope, &id)
             .await?
             .ok_or_else(|| ScimError::not_found("user"))?;
-        Ok(ScimJson(users::one(&state, &state.db.orm, scope, row).await?))
+        let user = users::one(&state, &state.db.orm, scope, row).await?;
+        let selection = Selection::new(attributes.0.as_deref(), excluded_attributes.0.as_deref());
+        Ok(Projected::one(&user, &selection)?)
     }
 
     /// SCIM: replace a user. `active: false` removes the membership and ends the member's
@@ -236,11 +255,16 @@ impl ScimApi {
         start_index: Query<Option<i64>>,
         /// Page size (default 100, at most 500).
         count: Query<Option<i64>>,
-    ) -> ScimResult<ScimJson<GroupList>> {
+        /// Only these attributes (comma-separated; `id` and `schemas` always).
+        attributes: Query<Option<String>>,
+        /// All but these attributes (comma-separated), such as `members`.
+        #[oai(name = "excludedAttributes")]
+        excluded_attributes: Query<Option<String>>,
+    ) -> ScimResult<Projected<GroupList>> {
         let paging = Paging::new(start_index.0, count.0);
-        Ok(ScimJson(
-            groups::list(&state, provider.scope(), filter.0.as_deref(), paging).await?,
-        ))
+        let selection = Selection::new(attributes.0.as_deref(), excluded_attributes.0.as_deref());
+        let list = groups::list(&state, provider.scope(), filter.0.as_deref(), paging).await?;
+        Ok(Projected::list(&list, &selection)?)
     }
 
     /// SCIM: create a group; its members' roles follow from its `displayName` through the SSO
@@ -264,8 +288,27 @@ impl ScimApi {
         provider: Provider,
         state: poem::web::Data<&AppState>,
         id: Path<String>,
-    ) -> ScimResult<ScimJson<Group>> {
-        Ok(ScimJson(groups::get(&state, provider.scope(), &id).await?))
+        /// Only these attributes (comma-separated; `id` and `schemas` always).
+        attributes: Query<Option<String>>,
+        /// All but these attributes (comma-separated), such as `members`.
+        #[oai(name = "excludedAttributes")]
+        excluded_attributes: Query<Option<String>>,
+    ) -> ScimResult<Projected<Group>> {
+        let group = groups::get(&state, provider.scope(), &id).await?;
+        let selection = Selection::new(attributes.0.as_deref(), excluded_attributes.0.as_deref());
+        Ok(Projected::one(&group, &selection)?)
+    }
+
+    /// SCIM: searching several resource types at once (`POST /.search`) is not supported
+    /// (501, RFC 7644 §3.4.3); list each type with `filter` instead.
+    #[oai(path = "/scim/v2/.search", method = "post", operation_id = "scimSearch")]
+    async fn search(&self, _provider: Provider) -> ScimResult<SearchAnswer> {
+        let refused = ScimError::new(
+            poem::http::StatusCode::NOT_IMPLEMENTED,
+            None,
+            "Searching several resource types at once is not supported: list /Users or /Groups with a filter.",
+        );
+        Ok(SearchAnswer::NotImplemented(ScimJson(refused.body())))
     }
 
     /// SCIM: replace a group (name and whole member list).

@@ -63,8 +63,7 @@ pub struct Name {
     pub formatted: Option<String>,
 }
 
-/// One of a user's email addresses. The account's address is the primary one (or, when none is
-/// primary, the first; else `userName`).
+/// One of a user's email addresses.
 #[derive(Object, Serialize, Deserialize, Debug, Clone)]
 #[oai(rename = "ScimEmail")]
 pub struct Email {
@@ -109,6 +108,10 @@ pub struct User {
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// As the provider sent them (the account's own address is fixed when the user is created:
+    /// the primary email, else the first, else `userName`).
+    #[oai(skip_serializing_if_is_empty)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub emails: Vec<Email>,
     /// false: provisioned but not a member (no access, sessions ended).
     pub active: bool,

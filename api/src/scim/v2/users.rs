@@ -308,7 +308,7 @@ impl Draft {
                     return Err(ScimError::value("emails.value must be a string"));
                 };
                 let address = text("emails.value", address)?;
-                if let Some(email) = self.emails.iter_mut().find(|e| selects(e)) {
+                if let Some(email) = self.emails.iter_mut().find(|e| selects(&**e)) {
                     email.value = address;
                 } else {
                     let kind = match (path.name.eq_ignore_ascii_case("type"), wanted) {
@@ -326,14 +326,14 @@ impl Draft {
             Some("primary") => {
                 let primary = lenient_bool(value)
                     .ok_or_else(|| ScimError::value("emails.primary must be true or false"))?;
-                for email in self.emails.iter_mut().filter(|e| selects(e)) {
+                for email in self.emails.iter_mut().filter(|e| selects(&**e)) {
                     email.primary = Some(primary);
                 }
                 Ok(())
             }
             Some("type") => {
                 let kind = Self::string("emails.type", value)?;
-                for email in self.emails.iter_mut().filter(|e| selects(e)) {
+                for email in self.emails.iter_mut().filter(|e| selects(&**e)) {
                     email.kind = kind.clone();
                 }
                 Ok(())
@@ -426,7 +426,7 @@ pub async fn find<C: sea_orm::ConnectionTrait>(
         .await?)
 }
 
-/// The SCIM resources of `rows`: their accounts' addresses and their groups, in four queries.
+/// The SCIM resources of `rows` with their groups, in three queries.
 pub async fn resources<C: sea_orm::ConnectionTrait>(
     state: &AppState,
     db: &C,
@@ -437,13 +437,6 @@ pub async fn resources<C: sea_orm::ConnectionTrait>(
         return Ok(Vec::new());
     }
     let ids: Vec<Uuid> = rows.iter().map(|r| r.account_id).collect();
-    let emails: HashMap<Uuid, String> = accounts::Entity::rows()
-        .filter(accounts::Column::Id.is_in(ids.clone()))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|a| (a.id, a.email))
-        .collect();
     let places = scope
         .rows::<scim_group_members::Entity>()
         .filter(scim_group_members::Column::AccountId.is_in(ids))
@@ -475,16 +468,12 @@ pub async fn resources<C: sea_orm::ConnectionTrait>(
                     reference: Some(format!("{base}/Groups/{}", ScimGroupId::from(p.group_id))),
                 })
                 .collect();
-            let email = emails
-                .get(&row.account_id)
-                .cloned()
-                .unwrap_or_else(|| row.user_name.clone());
-            resource(state, row, email, groups)
+            resource(state, row, groups)
         })
         .collect())
 }
 
-fn resource(state: &AppState, row: scim_users::Model, email: String, groups: Vec<Reference>) -> User {
+fn resource(state: &AppState, row: scim_users::Model, groups: Vec<Reference>) -> User {
     let stored_emails = read_emails(row.emails.as_deref());
     let formatted = match (&row.given_name, &row.family_name) {
         (Some(g), Some(f)) => Some(format!("{g} {f}")),
@@ -503,18 +492,7 @@ fn resource(state: &AppState, row: scim_users::Model, email: String, groups: Vec
         user_name: row.user_name,
         name,
         display_name: row.display_name,
-        emails: {
-            let stored = stored_emails;
-            if stored.is_empty() {
-                vec![Email {
-                    value: email,
-                    kind: Some("work".to_owned()),
-                    primary: Some(true),
-                }]
-            } else {
-                stored
-            }
-        },
+        emails: stored_emails,
         active: row.active,
         groups,
         meta: Meta {
@@ -695,7 +673,7 @@ pub async fn create(
     })?;
     let rules = provision::role_rules(&txn, scope).await?;
     provision::sync_member(&txn, scope, &rules, account.id, now).await?;
-    let user = resource(state, row, account.email, Vec::new());
+    let user = resource(state, row, Vec::new());
     txn.commit().await?;
     Ok(user)
 }

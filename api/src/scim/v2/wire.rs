@@ -83,7 +83,7 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for ScimJson<T> {
         _opts: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
         match request.content_type() {
-            Some(content_type) if Self::check_content_type(content_type) => {
+            Some(content_type) if <Self as Payload>::check_content_type(content_type) => {
                 <Self as ParsePayload>::from_request(request, body).await
             }
             _ => Err(ScimError::syntax(
@@ -367,9 +367,9 @@ impl ApiResponse for ScimErrors {
             responses: ERROR_ANSWERS
                 .iter()
                 .filter(|(status, _)| *status != 503)
-                .map(|(status, description)| MetaResponse {
+                .map(|&(status, description)| MetaResponse {
                     description,
-                    status: Some(*status),
+                    status: Some(status),
                     status_range: None,
                     content: vec![MetaMediaType {
                         content_type: SCIM_JSON,
@@ -389,4 +389,133 @@ impl ApiResponse for ScimErrors {
 /// Whether `path` is one of the SCIM protocol's (its errors are SCIM's, not problems).
 pub fn is_scim_path(path: &str) -> bool {
     path == "/scim/v2" || path.starts_with("/scim/v2/")
+}
+
+/// A resource (or a list of them) cut to the `attributes` / `excludedAttributes` a request
+/// names (RFC 7644 §3.4.2.5, §3.9): `T`'s schema in the document, the cut JSON on the wire.
+pub struct Projected<T> {
+    value: serde_json::Value,
+    _schema: std::marker::PhantomData<fn() -> T>,
+}
+
+/// Which attributes an answer keeps: `attributes` (only these, with `id` and `schemas`, which
+/// are always returned) or `excludedAttributes` (all but these). Names are compared without
+/// regard to case; `name.givenName` and the like select their top-level attribute, and a
+/// URN-qualified name its last part.
+#[derive(Debug, Default, Clone)]
+pub struct Selection {
+    only: Option<Vec<String>>,
+    without: Vec<String>,
+}
+
+fn attribute_names(list: Option<&str>) -> Vec<String> {
+    list.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            let name = name.rsplit(':').next().unwrap_or(name);
+            name.split('.').next().unwrap_or(name).to_ascii_lowercase()
+        })
+        .collect()
+}
+
+impl Selection {
+    pub fn new(attributes: Option<&str>, excluded: Option<&str>) -> Self {
+        let only = attribute_names(attributes);
+        Selection {
+            only: (!only.is_empty()).then_some(only),
+            without: attribute_names(excluded),
+        }
+    }
+
+    fn keeps(&self, key: &str) -> bool {
+        let key = key.to_ascii_lowercase();
+        if key == "id" || key == "schemas" {
+            return true;
+        }
+        match &self.only {
+            Some(only) => only.contains(&key),
+            None => !self.without.contains(&key),
+        }
+    }
+
+    fn cut(&self, value: &mut serde_json::Value) {
+        if let serde_json::Value::Object(map) = value {
+            map.retain(|key, _| self.keeps(key));
+        }
+    }
+}
+
+impl<T> Projected<T> {
+    /// One resource, cut.
+    pub fn one(resource: &T, selection: &Selection) -> Result<Self, ScimError>
+    where
+        T: Serialize,
+    {
+        let mut value = serde_json::to_value(resource)
+            .map_err(|e| ScimError::internal(anyhow::anyhow!("serialize a resource: {e}")))?;
+        selection.cut(&mut value);
+        Ok(Projected {
+            value,
+            _schema: std::marker::PhantomData,
+        })
+    }
+
+    /// A list response, each of its `Resources` cut.
+    pub fn list(list: &T, selection: &Selection) -> Result<Self, ScimError>
+    where
+        T: Serialize,
+    {
+        let mut value = serde_json::to_value(list)
+            .map_err(|e| ScimError::internal(anyhow::anyhow!("serialize a list: {e}")))?;
+        if let Some(serde_json::Value::Array(resources)) = value.get_mut("Resources") {
+            for resource in resources {
+                selection.cut(resource);
+            }
+        }
+        Ok(Projected {
+            value,
+            _schema: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<T: Type> Payload for Projected<T> {
+    const CONTENT_TYPE: &'static str = SCIM_JSON;
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+impl<T> IntoResponse for Projected<T> {
+    fn into_response(self) -> Response {
+        ScimJson(self.value).into_response()
+    }
+}
+
+impl<T: Type> ApiResponse for Projected<T> {
+    fn meta() -> MetaResponses {
+        MetaResponses {
+            responses: vec![MetaResponse {
+                description: "The resource(s), with the attributes `attributes` or `excludedAttributes` select.",
+                status: Some(200),
+                status_range: None,
+                content: vec![MetaMediaType {
+                    content_type: SCIM_JSON,
+                    schema: T::schema_ref(),
+                }],
+                headers: vec![],
+            }],
+        }
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
 }
