@@ -1,7 +1,8 @@
 //! The service's rules, shared by the api, the worker and the scheduler: the states of
 //! proposals, hosts and host jobs; the proposal lifecycle (decide, go ahead, settle, close,
 //! supersede) and preflight; policy evaluation (scope, grouping, supersede and merge); plans,
-//! their feature gates and the payment processor's events (billing).
+//! their feature gates and the payment processor's events (billing); single sign-on's role
+//! mapping and domain claims (sso).
 //!
 //! Dependency direction: `entities` ← `domain` ← `api` / `worker` / `scheduler`. Nothing here
 //! knows HTTP or the job runner: callers pass the transaction, the instant and who acts, and
@@ -12,6 +13,7 @@ pub mod notifications;
 pub mod policy;
 pub mod proposals;
 pub mod severity;
+pub mod sso;
 pub mod status;
 pub mod window;
 

@@ -275,6 +275,48 @@ pub struct SignUpPayload {
     pub organization_slug: String,
 }
 
+/// A role single sign-on or SCIM may give (interface.md, Authentication 3): never owner, so a
+/// stored mapping cannot name one.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum SsoRole {
+    // Declared least powerful first: `Ord` is the order of power.
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl SsoRole {
+    pub const ALL: [SsoRole; 3] = [SsoRole::Admin, SsoRole::Operator, SsoRole::Viewer];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SsoRole::Admin => "admin",
+            SsoRole::Operator => "operator",
+            SsoRole::Viewer => "viewer",
+        }
+    }
+
+    /// admin, operator or viewer; anything else (owner included) is none.
+    pub fn parse(s: &str) -> Option<SsoRole> {
+        SsoRole::ALL.into_iter().find(|role| role.as_str() == s)
+    }
+}
+
+impl fmt::Display for SsoRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One row of an SSO connection's `role_mappings` (`sso_connections.role_mappings`): a value
+/// of the groups claim, matched exactly, and the role it gives.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RoleMapping {
+    pub group: String,
+    pub role: SsoRole,
+}
+
 /// One package a job moves.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct JobChange {
@@ -338,6 +380,21 @@ mod tests {
             .expect("readable");
         assert_eq!(window.rule.duration_minutes, 60);
         assert_eq!(JsonText::new(&window).expect("writable").as_str(), stored);
+    }
+
+    #[test]
+    fn role_mappings_store_lowercase_roles_and_refuse_owner() {
+        let stored = r#"[{"group":"ops","role":"operator"},{"group":"it","role":"admin"}]"#;
+        let list = JsonText::<Vec<RoleMapping>>::from_stored(stored)
+            .read()
+            .expect("readable");
+        assert_eq!(list[0].role, SsoRole::Operator);
+        assert_eq!(JsonText::new(&list).expect("writable").as_str(), stored);
+        let owner = JsonText::<Vec<RoleMapping>>::from_stored(r#"[{"group":"x","role":"owner"}]"#);
+        assert!(owner.read().is_err());
+        assert_eq!(SsoRole::parse("owner"), None);
+        assert_eq!(SsoRole::parse("viewer"), Some(SsoRole::Viewer));
+        assert!(SsoRole::Admin > SsoRole::Operator && SsoRole::Operator > SsoRole::Viewer);
     }
 
     #[test]

@@ -42,5 +42,8 @@ pub mod scim_groups;
 pub mod scim_tokens;
 pub mod scim_users;
 pub mod sessions;
+pub mod sso_connections;
+pub mod sso_domains;
+pub mod sso_logins;
 pub mod subscriptions;
 pub mod usage_days;

@@ -12,6 +12,7 @@ mod m20261122_000004_agents;
 mod m20261122_000005_proposals;
 mod m20261124_000001_billing;
 mod m20261124_000200_notifications;
+mod m20261124_000300_sso;
 mod m20261124_000400_scim;
 
 pub struct Migrator;
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000005_proposals::Migration),
             Box::new(m20261124_000001_billing::Migration),
             Box::new(m20261124_000200_notifications::Migration),
+            Box::new(m20261124_000300_sso::Migration),
             Box::new(m20261124_000400_scim::Migration),
         ]
     }

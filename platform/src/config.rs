@@ -68,6 +68,10 @@ pub struct RawConfig {
     /// CIDRs of the reverse proxies whose `X-Forwarded-For` is believed (comma-separated).
     #[arg(long, env = "TRUSTED_PROXIES")]
     pub trusted_proxies: Option<String>,
+    /// `ip:port` of the DNS server that domain claims are looked up at (default: the system's
+    /// resolvers).
+    #[arg(long, env = "DNS_RESOLVER")]
+    pub dns_resolver: Option<String>,
     /// `json` for JSON log lines; anything else is human-readable text.
     #[arg(long, env = "LOG_FORMAT")]
     pub log_format: Option<String>,
@@ -139,6 +143,9 @@ pub struct Config {
     pub rate_limit_per_second: f64,
     /// The reverse proxies in front of the api: only from these is `X-Forwarded-For` read.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Where SSO domain claims' TXT records are looked up (`DNS_RESOLVER`); none: the
+    /// system's resolvers.
+    pub dns_resolver: Option<SocketAddr>,
     pub log_json: bool,
 }
 
@@ -346,6 +353,16 @@ impl RawConfig {
             None => Vec::new(),
         };
 
+        let dns_resolver = match non_empty(self.dns_resolver) {
+            Some(v) => Some(v.trim().parse::<SocketAddr>().map_err(|_| {
+                bad(
+                    "DNS_RESOLVER",
+                    format!("expected an address and port such as 127.0.0.1:53, got {v:?}"),
+                )
+            })?),
+            None => None,
+        };
+
         let log_json = match non_empty(self.log_format) {
             Some(v) => match v.trim() {
                 "json" => true,
@@ -380,6 +397,7 @@ impl RawConfig {
             rate_limit_burst,
             rate_limit_per_second,
             trusted_proxies,
+            dns_resolver,
             log_json,
         })
     }
@@ -516,6 +534,27 @@ mod tests {
             "OUTBOUND_CA_FILE"
         );
         let _ = std::fs::remove_file(not_pem);
+    }
+
+    #[test]
+    fn dns_resolver_is_an_address_and_port() {
+        assert_eq!(Config::defaults().dns_resolver, None);
+        let raw = RawConfig {
+            dns_resolver: Some("127.0.0.1:5353".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            raw.validate().expect("valid").dns_resolver,
+            Some("127.0.0.1:5353".parse().expect("address"))
+        );
+        let wrong = RawConfig {
+            dns_resolver: Some("dns.internal".into()),
+            ..RawConfig::default()
+        };
+        assert_eq!(
+            wrong.validate().expect_err("no port").variable,
+            "DNS_RESOLVER"
+        );
     }
 
     #[test]
