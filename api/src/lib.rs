@@ -50,8 +50,9 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
             billing::webhook::WebhookApi,
             billing::account::BillingApi,
             billing::checkout::CheckoutApi,
+            scim::token::ScimTokenApi,
+            scim::v2::ScimApi,
         ),
-        (scim::token::ScimTokenApi, scim::v2::ScimApi),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))
         .description(include_str!("http/openapi_intro.md"))

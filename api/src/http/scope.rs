@@ -25,7 +25,7 @@ use entities::{
     known_exploited, memberships, notification_attempts, notification_channels,
     notification_deliveries, notification_events, organizations, payment_events, policies,
     policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals, scim_group_members,
-    scim_groups, scim_tokens, scim_users, sessions, subscriptions, usage_days,
+    scim_groups, scim_tokens, scim_users, sessions, sso_connections, subscriptions, usage_days,
 };
 use platform::ids::{
     AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,
@@ -130,6 +130,7 @@ tenant!(
     scim_users => OrgId,
     scim_groups => OrgId,
     scim_group_members => OrgId,
+    sso_connections => OrgId,
 );
 
 macro_rules! row_id {

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Utc};
 use entities::{
     api_tokens, memberships, scim_group_members, scim_groups, scim_users, sessions,
+    sso_connections,
 };
 use platform::ids::AccountId;
 use sea_orm::{
@@ -31,29 +32,42 @@ use crate::{
 /// How groups become roles: the SSO connection's mappings and default.
 #[derive(Debug, Clone, Default)]
 pub struct RoleRules {
-    pub mappings: Vec<(String, Role)>,
-    pub default_role: Option<Role>,
+    pub mappings: Vec<domain::sso::RoleMapping>,
+    pub default_role: Option<domain::sso::SsoRole>,
 }
 
 impl RoleRules {
-    /// The highest role among the mappings of `groups` (matched exactly), else the default.
-    pub fn role_for<'a>(&self, groups: impl IntoIterator<Item = &'a str>) -> Option<Role> {
-        let groups: Vec<&str> = groups.into_iter().collect();
-        self.mappings
-            .iter()
-            .filter(|(group, _)| groups.contains(&group.as_str()))
-            .map(|(_, role)| *role)
-            .reduce(|a, b| if a.at_least(b) { a } else { b })
-            .or(self.default_role)
+    /// The highest role among the mappings of `groups` (matched exactly), else the default
+    /// ([`domain::sso::role_for`], the rule single sign-on uses too). Never owner.
+    pub fn role_for<G: AsRef<str>>(&self, groups: &[G]) -> Option<Role> {
+        domain::sso::role_for(&self.mappings, self.default_role, groups).map(|role| match role {
+            domain::sso::SsoRole::Admin => Role::Admin,
+            domain::sso::SsoRole::Operator => Role::Operator,
+            domain::sso::SsoRole::Viewer => Role::Viewer,
+        })
     }
 }
 
-/// The organization's role rules, from its SSO connection (none: nobody gets a role).
+/// The organization's role rules, from its SSO connection (enabled or not: the mappings say
+/// what the provider's groups mean); none saved: nobody gets a role from a group.
 pub async fn role_rules(
-    _txn: &DatabaseTransaction,
-    _scope: OrgScope,
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
 ) -> Result<RoleRules, ScimError> {
-    Ok(RoleRules::default())
+    let Some(connection) = scope.rows::<sso_connections::Entity>().one(txn).await? else {
+        return Ok(RoleRules::default());
+    };
+    let mappings = connection
+        .role_mappings
+        .read()
+        .map_err(|e| ScimError::internal(e.into()))?;
+    Ok(RoleRules {
+        mappings,
+        default_role: connection
+            .default_role
+            .as_deref()
+            .and_then(domain::sso::SsoRole::parse),
+    })
 }
 
 /// The display names of the SCIM groups `account_id` is in.
@@ -107,7 +121,7 @@ pub async fn sync_member(
     let active = user.as_ref().is_some_and(|u| u.active);
     let desired = if active {
         let names = group_names(txn, scope, account_id).await?;
-        rules.role_for(names.iter().map(String::as_str))
+        rules.role_for(&names)
     } else {
         None
     };
@@ -224,21 +238,26 @@ mod tests {
 
     #[test]
     fn the_highest_mapped_role_wins_else_the_default() {
+        use domain::sso::{RoleMapping, SsoRole};
+        let mapping = |group: &str, role| RoleMapping {
+            group: group.to_owned(),
+            role,
+        };
         let rules = RoleRules {
             mappings: vec![
-                ("ops".into(), Role::Operator),
-                ("admins".into(), Role::Admin),
-                ("readers".into(), Role::Viewer),
+                mapping("ops", SsoRole::Operator),
+                mapping("admins", SsoRole::Admin),
+                mapping("readers", SsoRole::Viewer),
             ],
-            default_role: Some(Role::Viewer),
+            default_role: Some(SsoRole::Viewer),
         };
-        assert_eq!(rules.role_for(["readers", "ops"]), Some(Role::Operator));
-        assert_eq!(rules.role_for(["ops", "admins"]), Some(Role::Admin));
-        assert_eq!(rules.role_for(["Ops"]), Some(Role::Viewer), "exact match only");
+        assert_eq!(rules.role_for(&["readers", "ops"]), Some(Role::Operator));
+        assert_eq!(rules.role_for(&["ops", "admins"]), Some(Role::Admin));
+        assert_eq!(rules.role_for(&["Ops"]), Some(Role::Viewer), "exact match only");
         let strict = RoleRules {
             default_role: None,
             ..rules
         };
-        assert_eq!(strict.role_for(["nobody"]), None);
+        assert_eq!(strict.role_for(&["nobody"]), None);
     }
 }

@@ -50,7 +50,7 @@ impl<T: Type + DeserializeOwned + Send> ParsePayload for ScimJson<T> {
     const IS_REQUIRED: bool = true;
 
     async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
-        let data = Vec::<u8>::from_request(request, body).await?;
+        let data = <Vec<u8> as FromRequest>::from_request(request, body).await?;
         serde_json::from_slice(&data)
             .map(ScimJson)
             .map_err(|err| ScimError::syntax(format!("The body is not acceptable: {err}")).into())
