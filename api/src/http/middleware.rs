@@ -171,9 +171,7 @@ fn scim_error_response(err: poem::Error) -> Response {
         return poem::error::ResponseError::as_response(scim);
     }
     let scim = match err.downcast_ref::<ApiError>() {
-        Some(ApiError::Internal(cause)) => {
-            ScimError::internal(anyhow::anyhow!("{cause:#}"))
-        }
+        Some(ApiError::Internal(cause)) => ScimError::internal(anyhow::anyhow!("{cause:#}")),
         Some(api) => ScimError::from_api(api),
         None if err.status().is_server_error() => ScimError::internal(anyhow::anyhow!("{err}")),
         None => {

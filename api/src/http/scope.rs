@@ -24,8 +24,9 @@ use entities::{
     host_jobs, host_keys, host_labels, host_packages, host_updates, hosts, invitations,
     known_exploited, memberships, notification_attempts, notification_channels,
     notification_deliveries, notification_events, organizations, payment_events, policies,
-    policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals, scim_group_members,
-    scim_groups, scim_tokens, scim_users, sessions, sso_connections, subscriptions, usage_days,
+    policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals,
+    scim_group_members, scim_groups, scim_tokens, scim_users, sessions, sso_connections,
+    subscriptions, usage_days,
 };
 use platform::ids::{
     AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,

@@ -61,7 +61,11 @@ pub fn base_url(state: &AppState) -> String {
     )
 }
 
-fn status(state: &AppState, row: Option<scim_tokens::Model>, token: Option<String>) -> ScimTokenStatus {
+fn status(
+    state: &AppState,
+    row: Option<scim_tokens::Model>,
+    token: Option<String>,
+) -> ScimTokenStatus {
     ScimTokenStatus {
         base_url: base_url(state),
         issued: row.is_some(),

@@ -116,9 +116,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             memberships::ActiveModel {
                 org_id: Set(org.id),
                 account_id: Set(*id),
-                role: Set(if chunk[i] == 0 { Role::Owner } else { Role::Viewer }
-                    .as_str()
-                    .into()),
+                role: Set(if chunk[i] == 0 {
+                    Role::Owner
+                } else {
+                    Role::Viewer
+                }
+                .as_str()
+                .into()),
                 created_at: Set(now),
             }
         }))
@@ -165,18 +169,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let server = tokio::spawn(api::http::server::serve(state, bound, shutdown.clone()));
 
     let wanted = args.members / 2;
-    let url = format!(
-        "{base}/scim/v2/Users?filter=userName%20eq%20%22user{wanted}%40acme.test%22"
-    );
+    let url = format!("{base}/scim/v2/Users?filter=userName%20eq%20%22user{wanted}%40acme.test%22");
     // One request first: the answer must be the one user.
     let check = reqwest::Client::new()
         .get(&url)
         .bearer_auth(&token.value)
         .send()
         .await?;
-    anyhow::ensure!(check.status().is_success(), "lookup failed: {}", check.status());
+    anyhow::ensure!(
+        check.status().is_success(),
+        "lookup failed: {}",
+        check.status()
+    );
     let body: serde_json::Value = check.json().await?;
-    anyhow::ensure!(body["totalResults"] == 1, "lookup found {}", body["totalResults"]);
+    anyhow::ensure!(
+        body["totalResults"] == 1,
+        "lookup found {}",
+        body["totalResults"]
+    );
 
     let headers = vec![format!("Authorization: Bearer {}", token.value)];
     let mut rps = Vec::new();

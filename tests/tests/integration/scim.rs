@@ -64,7 +64,11 @@ fn assert_scim_error(response: &TestResponse, status: u16, scim_type: Option<&st
     assert_eq!(response.header("content-type"), Some(SCIM_JSON));
     let body = response.json();
     assert_eq!(body["schemas"], json!([ERROR_SCHEMA]), "{body}");
-    assert_eq!(body["status"], status.to_string(), "status is a string: {body}");
+    assert_eq!(
+        body["status"],
+        status.to_string(),
+        "status is a string: {body}"
+    );
     if let Some(kind) = scim_type {
         assert_eq!(body["scimType"], kind, "{body}");
     }
@@ -83,7 +87,14 @@ fn new_user(user_name: &str) -> Value {
 }
 
 async fn create_user(app: &TestApp, token: &str, user_name: &str) -> String {
-    let created = scim(app, token, Method::POST, "/scim/v2/Users", Some(new_user(user_name))).await;
+    let created = scim(
+        app,
+        token,
+        Method::POST,
+        "/scim/v2/Users",
+        Some(new_user(user_name)),
+    )
+    .await;
     assert_eq!(created.status.as_u16(), 201, "{}", created.body);
     assert_eq!(created.header("content-type"), Some(SCIM_JSON));
     created.json()["id"].as_str().expect("id").to_owned()
@@ -91,7 +102,12 @@ async fn create_user(app: &TestApp, token: &str, user_name: &str) -> String {
 
 async fn role_of(app: &TestApp, owner: &tests::Session, email: &str) -> Option<String> {
     let members = app
-        .call(As::Session(owner), Method::GET, "/v1/orgs/acme/members?limit=500", None)
+        .call(
+            As::Session(owner),
+            Method::GET,
+            "/v1/orgs/acme/members?limit=500",
+            None,
+        )
         .await;
     assert_eq!(members.status.as_u16(), 200, "{}", members.body);
     members.json()["items"]
@@ -107,7 +123,12 @@ async fn the_scim_token_is_issued_once_replaced_by_issuing_again_and_revoked() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
     let status = app
-        .call(As::Session(&owner), Method::GET, "/v1/orgs/acme/scim/token", None)
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/scim/token",
+            None,
+        )
         .await;
     assert_eq!(status.status.as_u16(), 200, "{}", status.body);
     let status = status.json();
@@ -118,7 +139,12 @@ async fn the_scim_token_is_issued_once_replaced_by_issuing_again_and_revoked() {
     let first = scim_token(&app, &owner, "acme").await;
     assert!(first.starts_with("scim_"), "{first}");
     let status = app
-        .call(As::Session(&owner), Method::GET, "/v1/orgs/acme/scim/token", None)
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/scim/token",
+            None,
+        )
         .await
         .json();
     assert_eq!(status["issued"], true);
@@ -138,7 +164,12 @@ async fn the_scim_token_is_issued_once_replaced_by_issuing_again_and_revoked() {
     let used = scim(&app, &first, Method::GET, "/scim/v2/Users", None).await;
     assert_eq!(used.status.as_u16(), 200, "{}", used.body);
     let status = app
-        .call(As::Session(&owner), Method::GET, "/v1/orgs/acme/scim/token", None)
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/scim/token",
+            None,
+        )
         .await
         .json();
     assert!(status["last_used_at"].is_string(), "{status}");
@@ -162,21 +193,43 @@ async fn the_scim_token_is_issued_once_replaced_by_issuing_again_and_revoked() {
     // Revoking refuses the provider's next request and leaves members as they are.
     let id = create_user(&app, &second, "ann@acme.test").await;
     let revoked = app
-        .call(As::Session(&owner), Method::DELETE, "/v1/orgs/acme/scim/token", None)
+        .call(
+            As::Session(&owner),
+            Method::DELETE,
+            "/v1/orgs/acme/scim/token",
+            None,
+        )
         .await;
     assert_eq!(revoked.status.as_u16(), 204, "{}", revoked.body);
-    let refused = scim(&app, &second, Method::GET, &format!("/scim/v2/Users/{id}"), None).await;
+    let refused = scim(
+        &app,
+        &second,
+        Method::GET,
+        &format!("/scim/v2/Users/{id}"),
+        None,
+    )
+    .await;
     assert_scim_error(&refused, 401, None);
     assert_eq!(refused.header("www-authenticate"), Some("Bearer"));
     let status = app
-        .call(As::Session(&owner), Method::GET, "/v1/orgs/acme/scim/token", None)
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/scim/token",
+            None,
+        )
         .await
         .json();
     assert_eq!(status["issued"], false);
     // Revoking when none is issued: not found.
-    app.call(As::Session(&owner), Method::DELETE, "/v1/orgs/acme/scim/token", None)
-        .await
-        .assert_problem(404, "not-found");
+    app.call(
+        As::Session(&owner),
+        Method::DELETE,
+        "/v1/orgs/acme/scim/token",
+        None,
+    )
+    .await
+    .assert_problem(404, "not-found");
     app.stop().await;
 }
 
@@ -203,12 +256,22 @@ async fn every_error_cause_of_the_scim_token_operations() {
             .await
             .assert_problem(403, "forbidden");
         // Another organization, or none: one answer.
-        app.call(As::Session(&owner), method.clone(), "/v1/orgs/globex/scim/token", None)
-            .await
-            .assert_problem(404, "not-found");
-        app.call(As::Session(&owner), method.clone(), "/v1/orgs/nope/scim/token", None)
-            .await
-            .assert_problem(404, "not-found");
+        app.call(
+            As::Session(&owner),
+            method.clone(),
+            "/v1/orgs/globex/scim/token",
+            None,
+        )
+        .await
+        .assert_problem(404, "not-found");
+        app.call(
+            As::Session(&owner),
+            method.clone(),
+            "/v1/orgs/nope/scim/token",
+            None,
+        )
+        .await
+        .assert_problem(404, "not-found");
     }
     // No CSRF token on the mutations.
     for method in [Method::POST, Method::DELETE] {
@@ -217,11 +280,18 @@ async fn every_error_cause_of_the_scim_token_operations() {
             .assert_problem(403, "forbidden");
     }
     // An admin may.
-    let issued = app.call(As::Session(&admin), Method::POST, path, None).await;
+    let issued = app
+        .call(As::Session(&admin), Method::POST, path, None)
+        .await;
     assert_eq!(issued.status.as_u16(), 201, "{}", issued.body);
     // Nothing was issued by the refused calls: one audit entry.
     let audit = app
-        .call(As::Session(&owner), Method::GET, "/v1/orgs/acme/audit-events", None)
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/audit-events",
+            None,
+        )
         .await
         .json();
     let issued_entries = audit["items"]
@@ -282,8 +352,8 @@ async fn scim_needs_the_enterprise_plan_but_revoking_does_not() {
         &domain::billing::Plan::from("team"),
         app.clock_now(),
     )
-        .await
-        .expect("plan set");
+    .await
+    .expect("plan set");
     assert_scim_error(
         &scim(&app, &token, Method::GET, "/scim/v2/Users", None).await,
         403,
@@ -318,7 +388,14 @@ async fn scim_errors_are_scims_own_for_every_failure_of_the_protocol() {
     );
     // Unknown resource, unknown path, wrong method.
     assert_scim_error(
-        &scim(&app, &token, Method::GET, "/scim/v2/Users/usr_00000000000000000000000000", None).await,
+        &scim(
+            &app,
+            &token,
+            Method::GET,
+            "/scim/v2/Users/usr_00000000000000000000000000",
+            None,
+        )
+        .await,
         404,
         None,
     );
@@ -327,7 +404,11 @@ async fn scim_errors_are_scims_own_for_every_failure_of_the_protocol() {
         404,
         None,
     );
-    assert_scim_error(&scim(&app, &token, Method::GET, "/scim/v2/Nothing", None).await, 404, None);
+    assert_scim_error(
+        &scim(&app, &token, Method::GET, "/scim/v2/Nothing", None).await,
+        404,
+        None,
+    );
     assert_scim_error(
         &scim(&app, &token, Method::PUT, "/scim/v2/Users", Some(json!({}))).await,
         405,
@@ -350,22 +431,47 @@ async fn scim_errors_are_scims_own_for_every_failure_of_the_protocol() {
     };
     assert_scim_error(&response, 400, Some("invalidSyntax"));
     assert_scim_error(
-        &scim(&app, &token, Method::POST, "/scim/v2/Users", Some(json!({"emails": []}))).await,
+        &scim(
+            &app,
+            &token,
+            Method::POST,
+            "/scim/v2/Users",
+            Some(json!({"emails": []})),
+        )
+        .await,
         400,
         Some("invalidSyntax"),
     );
     assert_scim_error(
-        &scim(&app, &token, Method::POST, "/scim/v2/Users", Some(json!({"userName": "not an address"}))).await,
+        &scim(
+            &app,
+            &token,
+            Method::POST,
+            "/scim/v2/Users",
+            Some(json!({"userName": "not an address"})),
+        )
+        .await,
         400,
         Some("invalidValue"),
     );
     // Discovery.
-    let config = scim(&app, &token, Method::GET, "/scim/v2/ServiceProviderConfig", None).await;
+    let config = scim(
+        &app,
+        &token,
+        Method::GET,
+        "/scim/v2/ServiceProviderConfig",
+        None,
+    )
+    .await;
     assert_eq!(config.status.as_u16(), 200, "{}", config.body);
     assert_eq!(config.json()["patch"]["supported"], true);
-    let types = scim(&app, &token, Method::GET, "/scim/v2/ResourceTypes", None).await.json();
+    let types = scim(&app, &token, Method::GET, "/scim/v2/ResourceTypes", None)
+        .await
+        .json();
     assert_eq!(types["totalResults"], 2);
-    let schemas = scim(&app, &token, Method::GET, "/scim/v2/Schemas", None).await.json();
+    let schemas = scim(&app, &token, Method::GET, "/scim/v2/Schemas", None)
+        .await
+        .json();
     assert_eq!(schemas["totalResults"], 2);
     let user_schema = scim(
         &app,
@@ -391,10 +497,7 @@ async fn a_filter_other_than_user_name_eq_is_invalid_filter() {
         "userName eq",
         "(((",
     ] {
-        let path = format!(
-            "/scim/v2/Users?filter={}",
-            url_escape(filter)
-        );
+        let path = format!("/scim/v2/Users?filter={}", url_escape(filter));
         let response = scim(&app, &token, Method::GET, &path, None).await;
         assert_scim_error(&response, 400, Some("invalidFilter"));
     }
@@ -421,7 +524,14 @@ async fn users_are_created_found_by_user_name_paged_replaced_and_deleted() {
     assert!(id.starts_with("usr_"), "{id}");
     // The same userName again, in another case: uniqueness.
     assert_scim_error(
-        &scim(&app, &token, Method::POST, "/scim/v2/Users", Some(new_user("ann@acme.TEST"))).await,
+        &scim(
+            &app,
+            &token,
+            Method::POST,
+            "/scim/v2/Users",
+            Some(new_user("ann@acme.TEST")),
+        )
+        .await,
         409,
         Some("uniqueness"),
     );
@@ -433,7 +543,10 @@ async fn users_are_created_found_by_user_name_paged_replaced_and_deleted() {
         &app,
         &token,
         Method::GET,
-        &format!("/scim/v2/Users?filter={}", url_escape("userName eq \"ANN@acme.test\"")),
+        &format!(
+            "/scim/v2/Users?filter={}",
+            url_escape("userName eq \"ANN@acme.test\"")
+        ),
         None,
     )
     .await;
@@ -442,13 +555,16 @@ async fn users_are_created_found_by_user_name_paged_replaced_and_deleted() {
     assert_eq!(found["totalResults"], 1);
     assert_eq!(found["Resources"][0]["id"], id.as_str());
     assert_eq!(found["Resources"][0]["userName"], "Ann@Acme.test");
-    assert_eq!(found["Resources"][0]["emails"][0]["value"], "ann@acme.test");
+    assert_eq!(found["Resources"][0]["emails"][0]["value"], "Ann@Acme.test");
     assert_eq!(found["Resources"][0]["name"]["givenName"], "Ann");
     let none = scim(
         &app,
         &token,
         Method::GET,
-        &format!("/scim/v2/Users?filter={}", url_escape("userName eq \"nobody@acme.test\"")),
+        &format!(
+            "/scim/v2/Users?filter={}",
+            url_escape("userName eq \"nobody@acme.test\"")
+        ),
         None,
     )
     .await
@@ -456,9 +572,15 @@ async fn users_are_created_found_by_user_name_paged_replaced_and_deleted() {
     assert_eq!(none["totalResults"], 0);
     assert_eq!(none["Resources"], json!([]));
     // Paging: startIndex is 1-based.
-    let page = scim(&app, &token, Method::GET, "/scim/v2/Users?startIndex=2&count=2", None)
-        .await
-        .json();
+    let page = scim(
+        &app,
+        &token,
+        Method::GET,
+        "/scim/v2/Users?startIndex=2&count=2",
+        None,
+    )
+    .await
+    .json();
     assert_eq!(page["totalResults"], 4);
     assert_eq!(page["startIndex"], 2);
     assert_eq!(page["itemsPerPage"], 2);
@@ -470,16 +592,37 @@ async fn users_are_created_found_by_user_name_paged_replaced_and_deleted() {
     // Replace.
     let mut replaced = new_user("ann.lee@acme.test");
     replaced["externalId"] = json!("okta-123");
-    let put = scim(&app, &token, Method::PUT, &format!("/scim/v2/Users/{id}"), Some(replaced)).await;
+    let put = scim(
+        &app,
+        &token,
+        Method::PUT,
+        &format!("/scim/v2/Users/{id}"),
+        Some(replaced),
+    )
+    .await;
     assert_eq!(put.status.as_u16(), 200, "{}", put.body);
     assert_eq!(put.json()["userName"], "ann.lee@acme.test");
     assert_eq!(put.json()["externalId"], "okta-123");
 
     // Delete.
-    let deleted = scim(&app, &token, Method::DELETE, &format!("/scim/v2/Users/{id}"), None).await;
+    let deleted = scim(
+        &app,
+        &token,
+        Method::DELETE,
+        &format!("/scim/v2/Users/{id}"),
+        None,
+    )
+    .await;
     assert_eq!(deleted.status.as_u16(), 204, "{}", deleted.body);
     assert_scim_error(
-        &scim(&app, &token, Method::GET, &format!("/scim/v2/Users/{id}"), None).await,
+        &scim(
+            &app,
+            &token,
+            Method::GET,
+            &format!("/scim/v2/Users/{id}"),
+            None,
+        )
+        .await,
         404,
         None,
     );
@@ -509,8 +652,16 @@ async fn another_organizations_ids_are_not_found_and_untouched() {
         "Operations": [{"op": "replace", "value": {"active": false}}]});
     for (method, path, body) in [
         (Method::GET, format!("/scim/v2/Users/{user}"), None),
-        (Method::PUT, format!("/scim/v2/Users/{user}"), Some(new_user("evil@globex.test"))),
-        (Method::PATCH, format!("/scim/v2/Users/{user}"), Some(deactivate.clone())),
+        (
+            Method::PUT,
+            format!("/scim/v2/Users/{user}"),
+            Some(new_user("evil@globex.test")),
+        ),
+        (
+            Method::PATCH,
+            format!("/scim/v2/Users/{user}"),
+            Some(deactivate.clone()),
+        ),
         (Method::DELETE, format!("/scim/v2/Users/{user}"), None),
         (Method::GET, format!("/scim/v2/Groups/{group}"), None),
         (Method::DELETE, format!("/scim/v2/Groups/{group}"), None),
@@ -529,12 +680,20 @@ async fn another_organizations_ids_are_not_found_and_untouched() {
     .await;
     assert_scim_error(&smuggle, 400, Some("invalidValue"));
     // globex sees none of acme's users.
-    let list = scim(&app, &globex_token, Method::GET, "/scim/v2/Users", None).await.json();
-    assert_eq!(list["totalResults"], 0);
-    // acme's user is as it was.
-    let still = scim(&app, &acme_token, Method::GET, &format!("/scim/v2/Users/{user}"), None)
+    let list = scim(&app, &globex_token, Method::GET, "/scim/v2/Users", None)
         .await
         .json();
+    assert_eq!(list["totalResults"], 0);
+    // acme's user is as it was.
+    let still = scim(
+        &app,
+        &acme_token,
+        Method::GET,
+        &format!("/scim/v2/Users/{user}"),
+        None,
+    )
+    .await
+    .json();
     assert_eq!(still["active"], true);
     assert_eq!(still["userName"], "ann@acme.test");
     assert_eq!(still["groups"][0]["value"], group.as_str());
@@ -543,7 +702,12 @@ async fn another_organizations_ids_are_not_found_and_untouched() {
 
 /// Saves organization `slug`'s SSO role mappings directly (the SSO save itself checks the
 /// issuer's discovery document over https; its own tests cover that).
-async fn map_groups(app: &TestApp, slug: &str, mappings: &[(&str, &str)], default_role: Option<&str>) {
+async fn map_groups(
+    app: &TestApp,
+    slug: &str,
+    mappings: &[(&str, &str)],
+    default_role: Option<&str>,
+) {
     use entities::json::{JsonText, RoleMapping, SsoRole};
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
     let org = entities::organizations::Entity::find()
@@ -587,13 +751,22 @@ async fn sign_in(app: &TestApp, email: &str) -> tests::Session {
         .await
         .expect("query")
         .expect("account");
-    let session =
-        api::identity::auth::start_session(&app.state, &app.state.db.orm, account.id, app.clock_now())
-            .await
-            .expect("session");
+    let session = api::identity::auth::start_session(
+        &app.state,
+        &app.state.db.orm,
+        account.id,
+        app.clock_now(),
+    )
+    .await
+    .expect("session");
     tests::Session {
         email: email.to_owned(),
-        cookie: session.cookie.split(';').next().unwrap_or_default().to_owned(),
+        cookie: session
+            .cookie
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
         csrf: session.csrf_token,
     }
 }
@@ -603,15 +776,28 @@ fn patch(operations: Value) -> Value {
 }
 
 #[tokio::test]
-async fn a_group_mapped_to_operator_makes_a_provisioned_user_an_operator_and_deactivation_ends_their_session() {
+async fn a_group_mapped_to_operator_makes_a_provisioned_user_an_operator_and_deactivation_ends_their_session()
+ {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
-    map_groups(&app, "acme", &[("fleet-operators", "operator"), ("fleet-admins", "admin")], None).await;
+    map_groups(
+        &app,
+        "acme",
+        &[("fleet-operators", "operator"), ("fleet-admins", "admin")],
+        None,
+    )
+    .await;
     let token = scim_token(&app, &owner, "acme").await;
 
     // Okta looks the user up first, then creates them.
-    let lookup = format!("/scim/v2/Users?filter={}", url_escape("userName eq \"ann@acme.test\""));
-    assert_eq!(scim(&app, &token, Method::GET, &lookup, None).await.json()["totalResults"], 0);
+    let lookup = format!(
+        "/scim/v2/Users?filter={}",
+        url_escape("userName eq \"ann@acme.test\"")
+    );
+    assert_eq!(
+        scim(&app, &token, Method::GET, &lookup, None).await.json()["totalResults"],
+        0
+    );
     let ann = create_user(&app, &token, "ann@acme.test").await;
     let found = scim(&app, &token, Method::GET, &lookup, None).await.json();
     assert_eq!(found["Resources"][0]["id"], ann.as_str());
@@ -624,60 +810,164 @@ async fn a_group_mapped_to_operator_makes_a_provisioned_user_an_operator_and_dea
     assert_eq!(operators.status.as_u16(), 201, "{}", operators.body);
     assert!(operators.header("location").is_some());
     let operators = operators.json()["id"].as_str().expect("id").to_owned();
-    let added = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{operators}"),
-        Some(patch(json!([{"op": "Add", "path": "members", "value": [{"value": ann}]}])))).await;
+    let added = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Groups/{operators}"),
+        Some(patch(
+            json!([{"op": "Add", "path": "members", "value": [{"value": ann}]}]),
+        )),
+    )
+    .await;
     assert_eq!(added.status.as_u16(), 200, "{}", added.body);
-    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("operator"));
+    assert_eq!(
+        role_of(&app, &owner, "ann@acme.test").await.as_deref(),
+        Some("operator")
+    );
 
     // Ann signs in; her session works.
     let session = sign_in(&app, "ann@acme.test").await;
-    assert_eq!(app.call(As::Session(&session), Method::GET, "/v1/orgs/acme/hosts", None).await.status.as_u16(), 200);
+    assert_eq!(
+        app.call(
+            As::Session(&session),
+            Method::GET,
+            "/v1/orgs/acme/hosts",
+            None
+        )
+        .await
+        .status
+        .as_u16(),
+        200
+    );
 
     // Okta: a second group, pushed with members; the highest role wins.
     let admins = scim(&app, &token, Method::POST, "/scim/v2/Groups",
         Some(json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"], "displayName": "fleet-admins", "members": [{"value": ann, "display": "ann@acme.test"}]}))).await;
     assert_eq!(admins.status.as_u16(), 201, "{}", admins.body);
     let admins = admins.json()["id"].as_str().expect("id").to_owned();
-    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("admin"));
-    let user = scim(&app, &token, Method::GET, &format!("/scim/v2/Users/{ann}"), None).await.json();
+    assert_eq!(
+        role_of(&app, &owner, "ann@acme.test").await.as_deref(),
+        Some("admin")
+    );
+    let user = scim(
+        &app,
+        &token,
+        Method::GET,
+        &format!("/scim/v2/Users/{ann}"),
+        None,
+    )
+    .await
+    .json();
     assert_eq!(user["groups"].as_array().map(Vec::len), Some(2), "{user}");
     // Okta removes her from it by filter: back to operator.
-    let removed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{admins}"),
-        Some(patch(json!([{"op": "remove", "path": format!("members[value eq \"{ann}\"]")}])))).await;
+    let removed = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Groups/{admins}"),
+        Some(patch(
+            json!([{"op": "remove", "path": format!("members[value eq \"{ann}\"]")}]),
+        )),
+    )
+    .await;
     assert_eq!(removed.status.as_u16(), 200, "{}", removed.body);
-    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("operator"));
+    assert_eq!(
+        role_of(&app, &owner, "ann@acme.test").await.as_deref(),
+        Some("operator")
+    );
 
     // Entra deactivates: the membership goes and her session is refused on the next request.
-    let deactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{ann}"),
-        Some(patch(json!([{"op": "Replace", "path": "active", "value": "False"}])))).await;
+    let deactivated = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Users/{ann}"),
+        Some(patch(
+            json!([{"op": "Replace", "path": "active", "value": "False"}]),
+        )),
+    )
+    .await;
     assert_eq!(deactivated.status.as_u16(), 200, "{}", deactivated.body);
     assert_eq!(deactivated.json()["active"], false);
     app.call(As::Session(&session), Method::GET, "/v1/me", None)
         .await
         .assert_problem(401, "unauthenticated");
     assert_eq!(role_of(&app, &owner, "ann@acme.test").await, None);
-    let audit = app.call(As::Session(&owner), Method::GET, "/v1/orgs/acme/audit-events?limit=500", None).await.json();
-    let actions: Vec<&str> = audit["items"].as_array().into_iter().flatten().filter_map(|e| e["action"].as_str()).collect();
-    for action in ["scim.member_added", "scim.member_role_changed", "scim.member_removed"] {
+    let audit = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/audit-events?limit=500",
+            None,
+        )
+        .await
+        .json();
+    let actions: Vec<&str> = audit["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    for action in [
+        "scim.member_added",
+        "scim.member_role_changed",
+        "scim.member_removed",
+    ] {
         assert!(actions.contains(&action), "{action} in {actions:?}");
     }
 
     // Okta reactivates (path-less replace): she is an operator again.
-    let reactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{ann}"),
-        Some(patch(json!([{"op": "replace", "value": {"active": true}}])))).await;
+    let reactivated = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Users/{ann}"),
+        Some(patch(json!([{"op": "replace", "value": {"active": true}}]))),
+    )
+    .await;
     assert_eq!(reactivated.status.as_u16(), 200, "{}", reactivated.body);
-    assert_eq!(role_of(&app, &owner, "ann@acme.test").await.as_deref(), Some("operator"));
+    assert_eq!(
+        role_of(&app, &owner, "ann@acme.test").await.as_deref(),
+        Some("operator")
+    );
     let session = sign_in(&app, "ann@acme.test").await;
 
     // Deleted: the membership goes, her session ends, the group forgets her.
-    let deleted = scim(&app, &token, Method::DELETE, &format!("/scim/v2/Users/{ann}"), None).await;
+    let deleted = scim(
+        &app,
+        &token,
+        Method::DELETE,
+        &format!("/scim/v2/Users/{ann}"),
+        None,
+    )
+    .await;
     assert_eq!(deleted.status.as_u16(), 204, "{}", deleted.body);
     assert_eq!(role_of(&app, &owner, "ann@acme.test").await, None);
     app.call(As::Session(&session), Method::GET, "/v1/me", None)
         .await
         .assert_problem(401, "unauthenticated");
-    assert_scim_error(&scim(&app, &token, Method::GET, &format!("/scim/v2/Users/{ann}"), None).await, 404, None);
-    let group = scim(&app, &token, Method::GET, &format!("/scim/v2/Groups/{operators}"), None).await.json();
+    assert_scim_error(
+        &scim(
+            &app,
+            &token,
+            Method::GET,
+            &format!("/scim/v2/Users/{ann}"),
+            None,
+        )
+        .await,
+        404,
+        None,
+    );
+    let group = scim(
+        &app,
+        &token,
+        Method::GET,
+        &format!("/scim/v2/Groups/{operators}"),
+        None,
+    )
+    .await
+    .json();
     assert_eq!(group["members"], json!([]));
     app.stop().await;
 }
@@ -689,31 +979,77 @@ async fn the_default_role_applies_without_a_matching_group_and_owners_stay_owner
     map_groups(&app, "acme", &[("fleet-admins", "admin")], Some("viewer")).await;
     let token = scim_token(&app, &owner, "acme").await;
     create_user(&app, &token, "bob@acme.test").await;
-    assert_eq!(role_of(&app, &owner, "bob@acme.test").await.as_deref(), Some("viewer"));
+    assert_eq!(
+        role_of(&app, &owner, "bob@acme.test").await.as_deref(),
+        Some("viewer")
+    );
     // The owner, provisioned too and put in a group mapped to admin, stays owner.
     let owner_id = create_user(&app, &token, "owner@acme.test").await;
-    let group = scim(&app, &token, Method::POST, "/scim/v2/Groups",
-        Some(json!({"displayName": "fleet-admins", "members": [{"value": owner_id}]}))).await;
+    let group = scim(
+        &app,
+        &token,
+        Method::POST,
+        "/scim/v2/Groups",
+        Some(json!({"displayName": "fleet-admins", "members": [{"value": owner_id}]})),
+    )
+    .await;
     assert_eq!(group.status.as_u16(), 201, "{}", group.body);
-    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
+    assert_eq!(
+        role_of(&app, &owner, "owner@acme.test").await.as_deref(),
+        Some("owner")
+    );
     // Bob joins the admins' group: the mapping beats the default.
     let group = group.json()["id"].as_str().expect("id").to_owned();
-    let bob = scim(&app, &token, Method::GET, &format!("/scim/v2/Users?filter={}", url_escape("userName eq \"bob@acme.test\"")), None)
-        .await
-        .json()["Resources"][0]["id"]
+    let bob = scim(
+        &app,
+        &token,
+        Method::GET,
+        &format!(
+            "/scim/v2/Users?filter={}",
+            url_escape("userName eq \"bob@acme.test\"")
+        ),
+        None,
+    )
+    .await
+    .json()["Resources"][0]["id"]
         .as_str()
         .expect("bob")
         .to_owned();
-    let added = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group}"),
-        Some(patch(json!([{"op": "add", "path": "members", "value": [{"value": bob}]}])))).await;
+    let added = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Groups/{group}"),
+        Some(patch(
+            json!([{"op": "add", "path": "members", "value": [{"value": bob}]}]),
+        )),
+    )
+    .await;
     assert_eq!(added.status.as_u16(), 200, "{}", added.body);
-    assert_eq!(role_of(&app, &owner, "bob@acme.test").await.as_deref(), Some("admin"));
+    assert_eq!(
+        role_of(&app, &owner, "bob@acme.test").await.as_deref(),
+        Some("admin")
+    );
     // Renamed away from its mapping, the group gives nothing: bob falls back to the default.
-    let renamed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group}"),
-        Some(patch(json!([{"op": "replace", "path": "displayName", "value": "former-admins"}])))).await;
+    let renamed = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Groups/{group}"),
+        Some(patch(
+            json!([{"op": "replace", "path": "displayName", "value": "former-admins"}]),
+        )),
+    )
+    .await;
     assert_eq!(renamed.status.as_u16(), 200, "{}", renamed.body);
-    assert_eq!(role_of(&app, &owner, "bob@acme.test").await.as_deref(), Some("viewer"));
-    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
+    assert_eq!(
+        role_of(&app, &owner, "bob@acme.test").await.as_deref(),
+        Some("viewer")
+    );
+    assert_eq!(
+        role_of(&app, &owner, "owner@acme.test").await.as_deref(),
+        Some("owner")
+    );
     app.stop().await;
 }
 
@@ -724,28 +1060,81 @@ async fn deprovisioning_the_last_owner_is_refused_and_changes_nothing() {
     let token = scim_token(&app, &owner, "acme").await;
     // The owner's own address, provisioned: the existing account is linked.
     let id = create_user(&app, &token, "owner@acme.test").await;
-    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
+    assert_eq!(
+        role_of(&app, &owner, "owner@acme.test").await.as_deref(),
+        Some("owner")
+    );
 
     for (method, body) in [
-        (Method::PATCH, Some(patch(json!([{"op": "replace", "value": {"active": false}}])))),
-        (Method::PATCH, Some(patch(json!([{"op": "Replace", "path": "active", "value": "False"}])))),
-        (Method::PUT, Some(json!({"userName": "owner@acme.test", "active": false}))),
+        (
+            Method::PATCH,
+            Some(patch(
+                json!([{"op": "replace", "value": {"active": false}}]),
+            )),
+        ),
+        (
+            Method::PATCH,
+            Some(patch(
+                json!([{"op": "Replace", "path": "active", "value": "False"}]),
+            )),
+        ),
+        (
+            Method::PUT,
+            Some(json!({"userName": "owner@acme.test", "active": false})),
+        ),
         (Method::DELETE, None),
     ] {
-        let refused = scim(&app, &token, method.clone(), &format!("/scim/v2/Users/{id}"), body).await;
+        let refused = scim(
+            &app,
+            &token,
+            method.clone(),
+            &format!("/scim/v2/Users/{id}"),
+            body,
+        )
+        .await;
         let error = assert_scim_error(&refused, 409, None);
-        assert!(error["detail"].as_str().is_some_and(|d| d.contains("last owner")), "{error}");
+        assert!(
+            error["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("last owner")),
+            "{error}"
+        );
     }
     // Nothing was written: still active, still owner, still signed in.
-    let user = scim(&app, &token, Method::GET, &format!("/scim/v2/Users/{id}"), None).await.json();
+    let user = scim(
+        &app,
+        &token,
+        Method::GET,
+        &format!("/scim/v2/Users/{id}"),
+        None,
+    )
+    .await
+    .json();
     assert_eq!(user["active"], true);
-    assert_eq!(role_of(&app, &owner, "owner@acme.test").await.as_deref(), Some("owner"));
-    assert_eq!(app.call(As::Session(&owner), Method::GET, "/v1/me", None).await.status.as_u16(), 200);
+    assert_eq!(
+        role_of(&app, &owner, "owner@acme.test").await.as_deref(),
+        Some("owner")
+    );
+    assert_eq!(
+        app.call(As::Session(&owner), Method::GET, "/v1/me", None)
+            .await
+            .status
+            .as_u16(),
+        200
+    );
 
     // With a second owner, the first can be deprovisioned.
     let second = app.member("acme", Role::Owner, "second@acme.test").await;
-    let deactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{id}"),
-        Some(patch(json!([{"op": "replace", "value": {"active": false}}])))).await;
+    let deactivated = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Users/{id}"),
+        Some(patch(
+            json!([{"op": "replace", "value": {"active": false}}]),
+        )),
+    )
+    .await;
     assert_eq!(deactivated.status.as_u16(), 200, "{}", deactivated.body);
     assert_eq!(role_of(&app, &second, "owner@acme.test").await, None);
     app.stop().await;
@@ -795,25 +1184,70 @@ async fn okta_and_entra_patch_bodies_verbatim() {
     }"#).expect("json"))).await;
     assert_eq!(group.status.as_u16(), 201, "{}", group.body);
     let group_id = group.json()["id"].as_str().expect("id").to_owned();
-    let body = format!(r#"{{"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-        "Operations": [{{"op": "Add", "path": "members", "value": [{{"value": "{entra_id}"}}]}}]}}"#);
-    let added = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group_id}"), Some(serde_json::from_str(&body).expect("json"))).await;
+    let body = format!(
+        r#"{{"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{{"op": "Add", "path": "members", "value": [{{"value": "{entra_id}"}}]}}]}}"#
+    );
+    let added = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Groups/{group_id}"),
+        Some(serde_json::from_str(&body).expect("json")),
+    )
+    .await;
     assert_eq!(added.status.as_u16(), 200, "{}", added.body);
-    assert_eq!(role_of(&app, &owner, "test_user_fd0ea19b-0777-472c-9f96-4f70d2226f2e@acme.test").await.as_deref(), Some("operator"));
-    let body = format!(r#"{{"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-        "Operations": [{{"op": "Remove", "path": "members", "value": [{{"value": "{entra_id}"}}]}}]}}"#);
-    let removed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group_id}"), Some(serde_json::from_str(&body).expect("json"))).await;
+    assert_eq!(
+        role_of(
+            &app,
+            &owner,
+            "test_user_fd0ea19b-0777-472c-9f96-4f70d2226f2e@acme.test"
+        )
+        .await
+        .as_deref(),
+        Some("operator")
+    );
+    let body = format!(
+        r#"{{"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{{"op": "Remove", "path": "members", "value": [{{"value": "{entra_id}"}}]}}]}}"#
+    );
+    let removed = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Groups/{group_id}"),
+        Some(serde_json::from_str(&body).expect("json")),
+    )
+    .await;
     assert_eq!(removed.status.as_u16(), 200, "{}", removed.body);
-    assert_eq!(role_of(&app, &owner, "test_user_fd0ea19b-0777-472c-9f96-4f70d2226f2e@acme.test").await, None);
+    assert_eq!(
+        role_of(
+            &app,
+            &owner,
+            "test_user_fd0ea19b-0777-472c-9f96-4f70d2226f2e@acme.test"
+        )
+        .await,
+        None
+    );
     let renamed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{group_id}"), Some(serde_json::from_str::<Value>(r#"{
         "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
         "Operations": [{"op": "Replace", "path": "displayName", "value": "1879db59-3bdf-4490-ad68-ab880a269474updatedDisplayName"}]
     }"#).expect("json"))).await;
     assert_eq!(renamed.status.as_u16(), 200, "{}", renamed.body);
-    assert_eq!(renamed.json()["displayName"], "1879db59-3bdf-4490-ad68-ab880a269474updatedDisplayName");
+    assert_eq!(
+        renamed.json()["displayName"],
+        "1879db59-3bdf-4490-ad68-ab880a269474updatedDisplayName"
+    );
 
     // Okta: create (with a password it does not get to set), deactivate, group push.
-    let okta_user = scim(&app, &token, Method::POST, "/scim/v2/Users", Some(serde_json::from_str::<Value>(r#"{
+    let okta_user = scim(
+        &app,
+        &token,
+        Method::POST,
+        "/scim/v2/Users",
+        Some(
+            serde_json::from_str::<Value>(
+                r#"{
         "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
         "userName": "test.user@acme.test",
         "name": {"givenName": "Test", "familyName": "User"},
@@ -824,15 +1258,32 @@ async fn okta_and_entra_patch_bodies_verbatim() {
         "groups": [],
         "password": "1mz050nq",
         "active": true
-    }"#).expect("json"))).await;
+    }"#,
+            )
+            .expect("json"),
+        ),
+    )
+    .await;
     assert_eq!(okta_user.status.as_u16(), 201, "{}", okta_user.body);
     let okta_id = okta_user.json()["id"].as_str().expect("id").to_owned();
     assert!(okta_user.json().get("password").is_none());
-    let pushed = scim(&app, &token, Method::POST, "/scim/v2/Groups", Some(serde_json::from_str::<Value>(&format!(r#"{{
+    let pushed = scim(
+        &app,
+        &token,
+        Method::POST,
+        "/scim/v2/Groups",
+        Some(
+            serde_json::from_str::<Value>(&format!(
+                r#"{{
         "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
         "displayName": "Test SCIMv2",
         "members": [{{"value": "{okta_id}", "display": "test.user@acme.test"}}]
-    }}"#)).expect("json"))).await;
+    }}"#
+            ))
+            .expect("json"),
+        ),
+    )
+    .await;
     assert_eq!(pushed.status.as_u16(), 201, "{}", pushed.body);
     let pushed_id = pushed.json()["id"].as_str().expect("id").to_owned();
     let renamed = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Groups/{pushed_id}"), Some(serde_json::from_str::<Value>(&format!(r#"{{
@@ -841,10 +1292,22 @@ async fn okta_and_entra_patch_bodies_verbatim() {
     }}"#)).expect("json"))).await;
     assert_eq!(renamed.status.as_u16(), 200, "{}", renamed.body);
     assert_eq!(renamed.json()["displayName"], "Engineering-2");
-    let deactivated = scim(&app, &token, Method::PATCH, &format!("/scim/v2/Users/{okta_id}"), Some(serde_json::from_str::<Value>(r#"{
+    let deactivated = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Users/{okta_id}"),
+        Some(
+            serde_json::from_str::<Value>(
+                r#"{
         "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
         "Operations": [{"op": "replace", "value": {"active": false}}]
-    }"#).expect("json"))).await;
+    }"#,
+            )
+            .expect("json"),
+        ),
+    )
+    .await;
     assert_eq!(deactivated.status.as_u16(), 200, "{}", deactivated.body);
     assert_eq!(deactivated.json()["active"], false);
     app.stop().await;

@@ -18,7 +18,9 @@ use uuid::Uuid;
 
 use super::{
     provision,
-    resources::{GROUP_SCHEMA, Group, GroupInput, GroupList, LIST_SCHEMA, Meta, PatchOperation, Reference},
+    resources::{
+        GROUP_SCHEMA, Group, GroupInput, GroupList, LIST_SCHEMA, Meta, PatchOperation, Reference,
+    },
     users::{Paging, text, user_location},
     wire::ScimError,
 };
@@ -356,9 +358,7 @@ impl Draft {
                 }
                 Ok(())
             }
-            PatchPath::Value(_) => Err(ScimError::path(format!(
-                "{path} is not a group attribute"
-            ))),
+            PatchPath::Value(_) => Err(ScimError::path(format!("{path} is not a group attribute"))),
         }
     }
 }
@@ -405,7 +405,9 @@ async fn store(
     let wanted = members(&txn, scope, draft.members).await?;
     let key = draft.display_name.to_lowercase();
     if key != row.display_name_key && name_taken(&txn, scope, &key, Some(row.id)).await? {
-        return Err(ScimError::uniqueness("A group with that displayName exists."));
+        return Err(ScimError::uniqueness(
+            "A group with that displayName exists.",
+        ));
     }
     let renamed = draft.display_name != row.display_name;
     let group_id = row.id;
@@ -434,7 +436,9 @@ async fn store(
         })
         .collect();
     if !added.is_empty() {
-        scim_group_members::Entity::insert_many(added).exec(&txn).await?;
+        scim_group_members::Entity::insert_many(added)
+            .exec(&txn)
+            .await?;
     }
     let touched: BTreeSet<Uuid> = if renamed {
         before.union(&wanted).copied().collect()
@@ -469,13 +473,19 @@ fn draft_of(input: &GroupInput) -> Result<Draft, ScimError> {
 }
 
 /// `POST /Groups`.
-pub async fn create(state: &AppState, scope: OrgScope, input: GroupInput) -> Result<Group, ScimError> {
+pub async fn create(
+    state: &AppState,
+    scope: OrgScope,
+    input: GroupInput,
+) -> Result<Group, ScimError> {
     let draft = draft_of(&input)?;
     let now = state.clock.now();
     let txn = provision::begin(state, scope).await?;
     let key = draft.display_name.to_lowercase();
     if name_taken(&txn, scope, &key, None).await? {
-        return Err(ScimError::uniqueness("A group with that displayName exists."));
+        return Err(ScimError::uniqueness(
+            "A group with that displayName exists.",
+        ));
     }
     let row = scim_groups::ActiveModel {
         id: Set(platform::ids::new_uuid()),
@@ -576,11 +586,15 @@ mod tests {
             .expect("add");
         assert_eq!(d.members.len(), 3);
         // Okta: remove by filter.
-        d.apply(&op(serde_json::json!({"op": "remove", "path": "members[value eq \"b\"]"})))
-            .expect("remove by filter");
+        d.apply(&op(
+            serde_json::json!({"op": "remove", "path": "members[value eq \"b\"]"}),
+        ))
+        .expect("remove by filter");
         // Entra: Remove with a value list.
-        d.apply(&op(serde_json::json!({"op": "Remove", "path": "members", "value": [{"value": "a"}]})))
-            .expect("remove by value");
+        d.apply(&op(
+            serde_json::json!({"op": "Remove", "path": "members", "value": [{"value": "a"}]}),
+        ))
+        .expect("remove by value");
         assert_eq!(d.members.iter().collect::<Vec<_>>(), vec!["c"]);
         // Okta: replace members and rename in one path-less replace.
         d.apply(&op(serde_json::json!({"op": "replace", "value": {"id": "x", "displayName": "admins", "members": [{"value": "d"}]}})))
@@ -591,7 +605,9 @@ mod tests {
             .expect("remove all");
         assert!(d.members.is_empty());
         let err = d
-            .apply(&op(serde_json::json!({"op": "remove", "path": "displayName"})))
+            .apply(&op(
+                serde_json::json!({"op": "remove", "path": "displayName"}),
+            ))
             .expect_err("displayName is required");
         assert_eq!(err.scim_type, Some("mutability"));
     }

@@ -110,7 +110,11 @@ impl ScimApi {
     }
 
     /// SCIM: the User and Group schemas, with the attributes this service keeps.
-    #[oai(path = "/scim/v2/Schemas", method = "get", operation_id = "scimListSchemas")]
+    #[oai(
+        path = "/scim/v2/Schemas",
+        method = "get",
+        operation_id = "scimListSchemas"
+    )]
     async fn schemas(
         &self,
         _provider: Provider,
@@ -120,7 +124,11 @@ impl ScimApi {
     }
 
     /// SCIM: one schema, by its URN.
-    #[oai(path = "/scim/v2/Schemas/:id", method = "get", operation_id = "scimGetSchema")]
+    #[oai(
+        path = "/scim/v2/Schemas/:id",
+        method = "get",
+        operation_id = "scimGetSchema"
+    )]
     async fn schema(
         &self,
         _provider: Provider,
@@ -136,7 +144,11 @@ impl ScimApi {
 
     /// SCIM: the organization's provisioned users. `filter` may only be `userName eq "…"`
     /// (compared without regard to case); any other is 400 `invalidFilter`.
-    #[oai(path = "/scim/v2/Users", method = "get", operation_id = "scimListUsers")]
+    #[oai(
+        path = "/scim/v2/Users",
+        method = "get",
+        operation_id = "scimListUsers"
+    )]
     async fn list_users(
         &self,
         provider: Provider,
@@ -163,7 +175,11 @@ impl ScimApi {
     /// SCIM: provision a user: the account (found by its address, or created) and, when the
     /// user's groups or the SSO connection's `default_role` give a role, the membership.
     /// 409 `uniqueness` when the userName (or the address) is provisioned already.
-    #[oai(path = "/scim/v2/Users", method = "post", operation_id = "scimCreateUser")]
+    #[oai(
+        path = "/scim/v2/Users",
+        method = "post",
+        operation_id = "scimCreateUser"
+    )]
     async fn create_user(
         &self,
         provider: Provider,
@@ -176,7 +192,11 @@ impl ScimApi {
     }
 
     /// SCIM: one provisioned user (`id` is the member's `usr_` id).
-    #[oai(path = "/scim/v2/Users/:id", method = "get", operation_id = "scimGetUser")]
+    #[oai(
+        path = "/scim/v2/Users/:id",
+        method = "get",
+        operation_id = "scimGetUser"
+    )]
     async fn get_user(
         &self,
         provider: Provider,
@@ -199,7 +219,11 @@ impl ScimApi {
 
     /// SCIM: replace a user. `active: false` removes the membership and ends the member's
     /// sessions at once; the last owner is never removed (409).
-    #[oai(path = "/scim/v2/Users/:id", method = "put", operation_id = "scimReplaceUser")]
+    #[oai(
+        path = "/scim/v2/Users/:id",
+        method = "put",
+        operation_id = "scimReplaceUser"
+    )]
     async fn replace_user(
         &self,
         provider: Provider,
@@ -215,7 +239,11 @@ impl ScimApi {
     /// SCIM: change a user (RFC 7644 §3.5.2), as Okta and Microsoft Entra send it: `replace`
     /// of `active` with `true`/`false` or `"True"`/`"False"`, path-less `replace` with a value
     /// object, `name.givenName` and the like. All operations apply or none does.
-    #[oai(path = "/scim/v2/Users/:id", method = "patch", operation_id = "scimPatchUser")]
+    #[oai(
+        path = "/scim/v2/Users/:id",
+        method = "patch",
+        operation_id = "scimPatchUser"
+    )]
     async fn patch_user(
         &self,
         provider: Provider,
@@ -230,7 +258,11 @@ impl ScimApi {
 
     /// SCIM: deprovision a user: the membership goes (sessions ended, API tokens revoked); the
     /// account stays. The last owner is never removed (409).
-    #[oai(path = "/scim/v2/Users/:id", method = "delete", operation_id = "scimDeleteUser")]
+    #[oai(
+        path = "/scim/v2/Users/:id",
+        method = "delete",
+        operation_id = "scimDeleteUser"
+    )]
     async fn delete_user(
         &self,
         provider: Provider,
@@ -243,7 +275,11 @@ impl ScimApi {
 
     /// SCIM: the organization's provisioned groups. `filter` may only be
     /// `displayName eq "…"`.
-    #[oai(path = "/scim/v2/Groups", method = "get", operation_id = "scimListGroups")]
+    #[oai(
+        path = "/scim/v2/Groups",
+        method = "get",
+        operation_id = "scimListGroups"
+    )]
     async fn list_groups(
         &self,
         provider: Provider,
@@ -269,7 +305,11 @@ impl ScimApi {
 
     /// SCIM: create a group; its members' roles follow from its `displayName` through the SSO
     /// role mappings. 409 `uniqueness` when the name is taken.
-    #[oai(path = "/scim/v2/Groups", method = "post", operation_id = "scimCreateGroup")]
+    #[oai(
+        path = "/scim/v2/Groups",
+        method = "post",
+        operation_id = "scimCreateGroup"
+    )]
     async fn create_group(
         &self,
         provider: Provider,
@@ -282,7 +322,11 @@ impl ScimApi {
     }
 
     /// SCIM: one group (`scg_` id).
-    #[oai(path = "/scim/v2/Groups/:id", method = "get", operation_id = "scimGetGroup")]
+    #[oai(
+        path = "/scim/v2/Groups/:id",
+        method = "get",
+        operation_id = "scimGetGroup"
+    )]
     async fn get_group(
         &self,
         provider: Provider,
@@ -301,7 +345,11 @@ impl ScimApi {
 
     /// SCIM: searching several resource types at once (`POST /.search`) is not supported
     /// (501, RFC 7644 §3.4.3); list each type with `filter` instead.
-    #[oai(path = "/scim/v2/.search", method = "post", operation_id = "scimSearch")]
+    #[oai(
+        path = "/scim/v2/.search",
+        method = "post",
+        operation_id = "scimSearch"
+    )]
     async fn search(&self, _provider: Provider) -> ScimResult<SearchAnswer> {
         let refused = ScimError::new(
             poem::http::StatusCode::NOT_IMPLEMENTED,
@@ -312,7 +360,11 @@ impl ScimApi {
     }
 
     /// SCIM: replace a group (name and whole member list).
-    #[oai(path = "/scim/v2/Groups/:id", method = "put", operation_id = "scimReplaceGroup")]
+    #[oai(
+        path = "/scim/v2/Groups/:id",
+        method = "put",
+        operation_id = "scimReplaceGroup"
+    )]
     async fn replace_group(
         &self,
         provider: Provider,
@@ -328,7 +380,11 @@ impl ScimApi {
     /// SCIM: change a group (RFC 7644 §3.5.2): `members` add, remove (by value list or
     /// `members[value eq "…"]`) and replace; `displayName`; path-less replace. All operations
     /// apply or none does.
-    #[oai(path = "/scim/v2/Groups/:id", method = "patch", operation_id = "scimPatchGroup")]
+    #[oai(
+        path = "/scim/v2/Groups/:id",
+        method = "patch",
+        operation_id = "scimPatchGroup"
+    )]
     async fn patch_group(
         &self,
         provider: Provider,
@@ -342,7 +398,11 @@ impl ScimApi {
     }
 
     /// SCIM: delete a group; its members' roles are recomputed without it.
-    #[oai(path = "/scim/v2/Groups/:id", method = "delete", operation_id = "scimDeleteGroup")]
+    #[oai(
+        path = "/scim/v2/Groups/:id",
+        method = "delete",
+        operation_id = "scimDeleteGroup"
+    )]
     async fn delete_group(
         &self,
         provider: Provider,

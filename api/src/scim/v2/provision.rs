@@ -11,8 +11,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use entities::{
-    api_tokens, memberships, scim_group_members, scim_groups, scim_users, sessions,
-    sso_connections,
+    api_tokens, memberships, scim_group_members, scim_groups, scim_users, sessions, sso_connections,
 };
 use platform::ids::AccountId;
 use sea_orm::{
@@ -113,6 +112,30 @@ pub async fn sync_member(
     account_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), ScimError> {
+    sync(txn, scope, rules, account_id, now, false).await
+}
+
+/// [`sync_member`] for a user just provisioned: an existing member the provider links (found by
+/// address) keeps their membership until the provider's groups give them a role or it
+/// deactivates them, since providers create a user before they push its groups.
+pub async fn sync_new_member(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    rules: &RoleRules,
+    account_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), ScimError> {
+    sync(txn, scope, rules, account_id, now, true).await
+}
+
+async fn sync(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    rules: &RoleRules,
+    account_id: Uuid,
+    now: DateTime<Utc>,
+    keep_unmapped: bool,
+) -> Result<(), ScimError> {
     let user = scope
         .rows::<scim_users::Entity>()
         .filter(scim_users::Column::AccountId.eq(account_id))
@@ -159,6 +182,7 @@ pub async fn sync_member(
                     .await?;
             }
         }
+        (Some(_), None) if active && keep_unmapped => {}
         (Some(member), None) => {
             if member.role == Role::Owner.as_str() {
                 if active {
@@ -253,7 +277,11 @@ mod tests {
         };
         assert_eq!(rules.role_for(&["readers", "ops"]), Some(Role::Operator));
         assert_eq!(rules.role_for(&["ops", "admins"]), Some(Role::Admin));
-        assert_eq!(rules.role_for(&["Ops"]), Some(Role::Viewer), "exact match only");
+        assert_eq!(
+            rules.role_for(&["Ops"]),
+            Some(Role::Viewer),
+            "exact match only"
+        );
         let strict = RoleRules {
             default_role: None,
             ..rules

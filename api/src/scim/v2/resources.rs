@@ -72,7 +72,11 @@ pub struct Email {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[oai(skip_serializing_if_is_none)]
-    #[serde(default, deserialize_with = "de_lenient_bool", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "de_lenient_bool",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub primary: Option<bool>,
 }
 

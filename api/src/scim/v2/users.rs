@@ -20,8 +20,8 @@ use uuid::Uuid;
 use super::{
     provision::{self, RoleRules},
     resources::{
-        Email, LIST_SCHEMA, Meta, Name, PatchOperation, Reference, USER_SCHEMA, User,
-        UserInput, UserList, lenient_bool,
+        Email, LIST_SCHEMA, Meta, Name, PatchOperation, Reference, USER_SCHEMA, User, UserInput,
+        UserList, lenient_bool,
     },
     wire::ScimError,
 };
@@ -62,8 +62,7 @@ impl Paging {
 
 pub fn text(field: &str, value: &str) -> Result<String, ScimError> {
     let value = value.trim();
-    if value.is_empty() || value.chars().count() > MAX_TEXT || value.chars().any(char::is_control)
-    {
+    if value.is_empty() || value.chars().count() > MAX_TEXT || value.chars().any(char::is_control) {
         return Err(ScimError::value(format!(
             "{field} must be 1 to {MAX_TEXT} printable characters"
         )));
@@ -258,7 +257,12 @@ impl Draft {
 
     /// A key of a path-less value object: an attribute, a dotted `name.givenName`, or one
     /// qualified by the User schema's URN; other schemas' attributes are ignored.
-    fn set_key(&mut self, key: &str, value: &serde_json::Value, add: bool) -> Result<(), ScimError> {
+    fn set_key(
+        &mut self,
+        key: &str,
+        value: &serde_json::Value,
+        add: bool,
+    ) -> Result<(), ScimError> {
         let key = match key.get(..USER_SCHEMA.len()) {
             Some(prefix) if prefix.eq_ignore_ascii_case(USER_SCHEMA) => {
                 key[USER_SCHEMA.len()..].trim_start_matches(':')
@@ -289,10 +293,15 @@ impl Draft {
         value: Option<&serde_json::Value>,
     ) -> Result<(), ScimError> {
         let ValFilter::Attr(AttrExp::Comparison(path, CompareOp::Eq, wanted)) = filter else {
-            return Err(ScimError::path("Only emails[<attr> eq \"…\"] selects emails."));
+            return Err(ScimError::path(
+                "Only emails[<attr> eq \"…\"] selects emails.",
+            ));
         };
         let selects = |email: &Email| match (path.name.to_ascii_lowercase().as_str(), wanted) {
-            ("type", CompValue::Str(v)) => email.kind.as_deref().is_some_and(|k| k.eq_ignore_ascii_case(v)),
+            ("type", CompValue::Str(v)) => email
+                .kind
+                .as_deref()
+                .is_some_and(|k| k.eq_ignore_ascii_case(v)),
             ("value", CompValue::Str(v)) => email.value.eq_ignore_ascii_case(v),
             ("primary", CompValue::True) => email.primary == Some(true),
             ("primary", CompValue::False) => email.primary != Some(true),
@@ -672,7 +681,7 @@ pub async fn create(
         }
     })?;
     let rules = provision::role_rules(&txn, scope).await?;
-    provision::sync_member(&txn, scope, &rules, account.id, now).await?;
+    provision::sync_new_member(&txn, scope, &rules, account.id, now).await?;
     let user = resource(state, row, Vec::new());
     txn.commit().await?;
     Ok(user)
@@ -687,8 +696,7 @@ async fn store(
     now: DateTime<Utc>,
 ) -> Result<User, ScimError> {
     let key = draft.user_name.to_lowercase();
-    if key != row.user_name_key && user_name_taken(&txn, scope, &key, Some(row.account_id)).await?
-    {
+    if key != row.user_name_key && user_name_taken(&txn, scope, &key, Some(row.account_id)).await? {
         return Err(ScimError::uniqueness("A user with that userName exists."));
     }
     let account_id = row.account_id;
@@ -829,18 +837,26 @@ mod tests {
     #[test]
     fn okta_and_entra_deactivations_both_apply() {
         let mut d = draft();
-        d.apply(&op(serde_json::json!({"op": "replace", "value": {"active": false}})))
-            .expect("okta");
+        d.apply(&op(
+            serde_json::json!({"op": "replace", "value": {"active": false}}),
+        ))
+        .expect("okta");
         assert!(!d.active);
         let mut d = draft();
-        d.apply(&op(serde_json::json!({"op": "Replace", "path": "active", "value": "False"})))
-            .expect("entra");
+        d.apply(&op(
+            serde_json::json!({"op": "Replace", "path": "active", "value": "False"}),
+        ))
+        .expect("entra");
         assert!(!d.active);
-        d.apply(&op(serde_json::json!({"op": "Replace", "path": "active", "value": "True"})))
-            .expect("entra");
+        d.apply(&op(
+            serde_json::json!({"op": "Replace", "path": "active", "value": "True"}),
+        ))
+        .expect("entra");
         assert!(d.active);
         let err = d
-            .apply(&op(serde_json::json!({"op": "replace", "path": "active", "value": "maybe"})))
+            .apply(&op(
+                serde_json::json!({"op": "replace", "path": "active", "value": "maybe"}),
+            ))
             .expect_err("not a boolean");
         assert_eq!(err.scim_type, Some("invalidValue"));
     }
@@ -848,8 +864,10 @@ mod tests {
     #[test]
     fn names_and_extensions_patch_as_providers_send_them() {
         let mut d = draft();
-        d.apply(&op(serde_json::json!({"op": "Add", "path": "name.givenName", "value": "Ann"})))
-            .expect("given");
+        d.apply(&op(
+            serde_json::json!({"op": "Add", "path": "name.givenName", "value": "Ann"}),
+        ))
+        .expect("given");
         d.apply(&op(serde_json::json!({
             "op": "replace",
             "value": {"name.familyName": "Lee", "displayName": "Ann Lee",
@@ -864,7 +882,9 @@ mod tests {
         assert_eq!(d.family_name.as_deref(), Some("Lee"));
         assert_eq!(d.display_name.as_deref(), Some("Ann Lee"));
         let err = d
-            .apply(&op(serde_json::json!({"op": "replace", "path": "name[", "value": "x"})))
+            .apply(&op(
+                serde_json::json!({"op": "replace", "path": "name[", "value": "x"}),
+            ))
             .expect_err("a broken path");
         assert_eq!(err.scim_type, Some("invalidPath"));
         let err = d

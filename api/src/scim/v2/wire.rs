@@ -98,8 +98,9 @@ impl<T: Serialize + Send> IntoResponse for ScimJson<T> {
     fn into_response(self) -> Response {
         match serde_json::to_vec(&self.0) {
             Ok(body) => Response::builder().content_type(SCIM_JSON).body(body),
-            Err(err) => ScimError::internal(anyhow::anyhow!("serialize a SCIM body: {err}"))
-                .into_response(),
+            Err(err) => {
+                ScimError::internal(anyhow::anyhow!("serialize a SCIM body: {err}")).into_response()
+            }
         }
     }
 }
@@ -152,7 +153,11 @@ pub struct ScimError {
 }
 
 impl ScimError {
-    pub fn new(status: StatusCode, scim_type: Option<&'static str>, detail: impl Into<String>) -> Self {
+    pub fn new(
+        status: StatusCode,
+        scim_type: Option<&'static str>,
+        detail: impl Into<String>,
+    ) -> Self {
         ScimError {
             status,
             scim_type,
@@ -234,7 +239,9 @@ impl ScimError {
             .detail
             .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned());
         match err {
-            ApiError::Internal(_) => Self::new(status, None, "Unexpected error; the service logged it."),
+            ApiError::Internal(_) => {
+                Self::new(status, None, "Unexpected error; the service logged it.")
+            }
             ApiError::InvalidRequest(_) => Self::new(status, Some("invalidSyntax"), detail),
             ApiError::Unauthenticated => Self::unauthorized(),
             ApiError::RateLimited { retry_after_s, .. } => ScimError {
@@ -269,9 +276,10 @@ impl IntoResponse for ScimError {
             .content_type(SCIM_JSON)
             .body(body);
         if self.status == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert("www-authenticate", poem::http::HeaderValue::from_static("Bearer"));
+            response.headers_mut().insert(
+                "www-authenticate",
+                poem::http::HeaderValue::from_static("Bearer"),
+            );
         }
         if let Some(seconds) = self.retry_after_s {
             response.headers_mut().insert("retry-after", seconds.into());
@@ -349,10 +357,7 @@ const ERROR_ANSWERS: [(u16, &str); 9] = [
         409,
         "SCIM error: `uniqueness` (the userName or displayName is taken), or the change would remove the organization's last owner.",
     ),
-    (
-        413,
-        "SCIM error: the request body is over the size limit.",
-    ),
+    (413, "SCIM error: the request body is over the size limit."),
     (
         429,
         "SCIM error: over the organization's request limit; `Retry-After` says when to retry.",
@@ -412,7 +417,8 @@ fn attribute_names(list: Option<&str>) -> Vec<String> {
     list.unwrap_or_default()
         .split(',')
         .map(str::trim)
-        .filter(|name| !name.is_empty())
+        // `str::is_empty`, not poem-openapi's `Type::is_empty` (in scope here, always false).
+        .filter(|name| !str::is_empty(name))
         .map(|name| {
             let name = name.rsplit(':').next().unwrap_or(name);
             name.split('.').next().unwrap_or(name).to_ascii_lowercase()
@@ -517,5 +523,30 @@ impl<T: Type> ApiResponse for Projected<T> {
 
     fn register(registry: &mut Registry) {
         T::register(registry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selection_keeps_what_it_names_and_always_id_and_schemas() {
+        let all = Selection::new(None, None);
+        let mut value =
+            serde_json::json!({"id": "x", "schemas": [], "userName": "a", "active": true});
+        all.cut(&mut value);
+        assert_eq!(value["userName"], "a", "{value}");
+        let only = Selection::new(Some("userName,name.givenName"), None);
+        let mut cut = serde_json::json!({"id": "x", "userName": "a", "name": {}, "active": true});
+        only.cut(&mut cut);
+        assert_eq!(
+            cut,
+            serde_json::json!({"id": "x", "userName": "a", "name": {}})
+        );
+        let without = Selection::new(None, Some("members"));
+        let mut cut = serde_json::json!({"id": "x", "displayName": "a", "members": []});
+        without.cut(&mut cut);
+        assert_eq!(cut, serde_json::json!({"id": "x", "displayName": "a"}));
     }
 }
