@@ -448,7 +448,7 @@ async fn scim_errors_are_scims_own_for_every_failure_of_the_protocol() {
             &token,
             Method::POST,
             "/scim/v2/Users",
-            Some(json!({"userName": "not an address"})),
+            Some(json!({"userName": "  "})),
         )
         .await,
         400,

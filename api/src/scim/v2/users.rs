@@ -592,7 +592,8 @@ fn unique_violation(err: &sea_orm::DbErr) -> bool {
 }
 
 /// The address the account is created with: the primary email, else the first, else
-/// `userName`.
+/// `userName`. A user with no email address at all (some providers send only a `userName`) gets
+/// an account keyed by the lowercased `userName`: provisioned, but unable to sign in by email.
 fn address(input: &UserInput) -> Result<String, ScimError> {
     let emails = input.emails.as_deref().unwrap_or_default();
     let chosen = emails
@@ -600,13 +601,10 @@ fn address(input: &UserInput) -> Result<String, ScimError> {
         .find(|e| e.primary == Some(true))
         .or_else(|| emails.first())
         .map_or(input.user_name.as_str(), |e| e.value.as_str());
-    input::Email::parse("email", chosen)
-        .map(input::Email::into_string)
-        .map_err(|_| {
-            ScimError::value(
-                "The user needs an email address: a primary email, or a userName that is one.",
-            )
-        })
+    match input::Email::parse("email", chosen) {
+        Ok(email) => Ok(email.into_string()),
+        Err(_) => Ok(text("userName", &input.user_name)?.to_lowercase()),
+    }
 }
 
 /// `POST /Users`: the account (found by address, or created) and its SCIM user; a membership
