@@ -4,10 +4,10 @@
 //! provisioned in the same organization, named by `id` (`usr_`); any change recomputes the
 //! roles of the members it touches (and of all members when the name changes).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use entities::{accounts, scim_group_members, scim_groups, scim_users};
+use entities::{scim_group_members, scim_groups, scim_users};
 use platform::ids::{AccountId, ScimGroupId};
 use scim_v2::filter::{AttrExp, CompValue, CompareOp, Filter, PatchPath, ValFilter};
 use sea_orm::{
@@ -24,10 +24,7 @@ use super::{
     users::{Paging, text, user_location},
     wire::ScimError,
 };
-use crate::{
-    AppState,
-    http::scope::{OrgScope, Untenanted},
-};
+use crate::{AppState, http::scope::OrgScope};
 
 fn location(state: &AppState, id: Uuid) -> String {
     format!(
@@ -85,18 +82,6 @@ async fn resources<C: ConnectionTrait>(
         .order_by_asc(scim_group_members::Column::AccountId)
         .all(db)
         .await?;
-    let accounts: BTreeSet<Uuid> = places.iter().map(|p| p.account_id).collect();
-    let emails: HashMap<Uuid, String> = if accounts.is_empty() {
-        HashMap::new()
-    } else {
-        accounts::Entity::rows()
-            .filter(accounts::Column::Id.is_in(accounts))
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|a| (a.id, a.email))
-            .collect()
-    };
     Ok(rows
         .into_iter()
         .map(|row| Group {
@@ -107,7 +92,7 @@ async fn resources<C: ConnectionTrait>(
                 .filter(|p| p.group_id == row.id)
                 .map(|p| Reference {
                     value: AccountId::from(p.account_id).to_string(),
-                    display: emails.get(&p.account_id).cloned(),
+                    display: None,
                     reference: Some(user_location(state, p.account_id)),
                 })
                 .collect(),

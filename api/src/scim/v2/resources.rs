@@ -57,7 +57,7 @@ pub struct Name {
     #[oai(skip_serializing_if_is_none)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family_name: Option<String>,
-    /// Read only: given and family name together.
+    /// Accepted and not kept (read only).
     #[oai(skip_serializing_if_is_none)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub formatted: Option<String>,

@@ -484,15 +484,10 @@ pub async fn resources<C: sea_orm::ConnectionTrait>(
 
 fn resource(state: &AppState, row: scim_users::Model, groups: Vec<Reference>) -> User {
     let stored_emails = read_emails(row.emails.as_deref());
-    let formatted = match (&row.given_name, &row.family_name) {
-        (Some(g), Some(f)) => Some(format!("{g} {f}")),
-        (Some(one), None) | (None, Some(one)) => Some(one.clone()),
-        (None, None) => None,
-    };
-    let name = formatted.is_some().then(|| Name {
+    let name = (row.given_name.is_some() || row.family_name.is_some()).then(|| Name {
         given_name: row.given_name.clone(),
         family_name: row.family_name.clone(),
-        formatted,
+        formatted: None,
     });
     User {
         schemas: vec![USER_SCHEMA.to_owned()],
