@@ -58,6 +58,8 @@ fn base(state: &AppState) -> String {
 
 pub struct ScimApi;
 
+// One argument per query parameter of RFC 7644 §3.4.2 on the list operations.
+#[allow(clippy::too_many_arguments)]
 #[OpenApi(tag = "Tag::Scim")]
 impl ScimApi {
     /// SCIM: what this service provider supports (RFC 7644 §4).

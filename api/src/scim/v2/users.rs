@@ -317,7 +317,7 @@ impl Draft {
                     return Err(ScimError::value("emails.value must be a string"));
                 };
                 let address = text("emails.value", address)?;
-                if let Some(email) = self.emails.iter_mut().find(|e| selects(&**e)) {
+                if let Some(email) = self.emails.iter_mut().find(|e| selects(e)) {
                     email.value = address;
                 } else {
                     let kind = match (path.name.eq_ignore_ascii_case("type"), wanted) {
@@ -335,14 +335,14 @@ impl Draft {
             Some("primary") => {
                 let primary = lenient_bool(value)
                     .ok_or_else(|| ScimError::value("emails.primary must be true or false"))?;
-                for email in self.emails.iter_mut().filter(|e| selects(&**e)) {
+                for email in self.emails.iter_mut().filter(|e| selects(e)) {
                     email.primary = Some(primary);
                 }
                 Ok(())
             }
             Some("type") => {
                 let kind = Self::string("emails.type", value)?;
-                for email in self.emails.iter_mut().filter(|e| selects(&**e)) {
+                for email in self.emails.iter_mut().filter(|e| selects(e)) {
                     email.kind = kind.clone();
                 }
                 Ok(())
