@@ -9,6 +9,7 @@ pub mod http;
 pub mod identity;
 pub mod notifications;
 pub mod proposals;
+pub mod scim;
 pub mod sso;
 pub mod state;
 
@@ -54,6 +55,8 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
             sso::connection::ConnectionApi,
             sso::domains::DomainsApi,
             sso::sign_in::SignInApi,
+            scim::token::ScimTokenApi,
+            scim::v2::ScimApi,
         ),
     ));
     OpenApiService::new(apis, TITLE, env!("CARGO_PKG_VERSION"))

@@ -13,6 +13,7 @@ mod m20261122_000005_proposals;
 mod m20261124_000001_billing;
 mod m20261124_000200_notifications;
 mod m20261124_000300_sso;
+mod m20261124_000400_scim;
 mod m20261124_000500_intelligence;
 
 pub struct Migrator;
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000001_billing::Migration),
             Box::new(m20261124_000200_notifications::Migration),
             Box::new(m20261124_000300_sso::Migration),
+            Box::new(m20261124_000400_scim::Migration),
             Box::new(m20261124_000500_intelligence::Migration),
         ]
     }

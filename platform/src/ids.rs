@@ -282,6 +282,11 @@ id_type!(
     DeliveryId,
     "dlv"
 );
+id_type!(
+    /// A group an identity provider provisioned through SCIM.
+    ScimGroupId,
+    "scg"
+);
 
 #[cfg(test)]
 mod tests {

@@ -383,18 +383,23 @@ async fn limit_org(
     org_id: Uuid,
     caller: &Caller,
 ) -> Result<(), ApiError> {
+    limit_org_for(req, state, org_id, &caller_bucket(org_id, caller)).await
+}
+
+/// [`limit_org`] for a caller that is not a person or an API token (the organization's SCIM
+/// provider), whose share is the bucket `bucket`.
+pub async fn limit_org_for(
+    req: &Request,
+    state: &AppState,
+    org_id: Uuid,
+    bucket: &str,
+) -> Result<(), ApiError> {
     let limit = Limit {
         burst: state.config.rate_limit_burst,
         per_second: state.config.rate_limit_per_second,
     };
     let now = state.clock.now();
-    let own = rate_limit::take(
-        &state.db,
-        &caller_bucket(org_id, caller),
-        limit.share(),
-        now,
-    )
-    .await?;
+    let own = rate_limit::take(&state.db, bucket, limit.share(), now).await?;
     if !own.allowed {
         rate_limit_headers(req, &own);
         return Err(refused(&own));

@@ -278,16 +278,21 @@ pub fn problem_response(err: &ApiError, request_id: Option<&str>) -> Response {
 /// Maps an error that is not an [`ApiError`] (poem's own: routing, parsing, auth extractors) to
 /// a problem response.
 pub fn problem_for_poem_error(err: poem::Error) -> Response {
+    if let Some(api) = err.downcast_ref::<ApiError>() {
+        return problem_response(api, None);
+    }
+    problem_response(&api_error_for_poem_error(&err), None)
+}
+
+/// The [`ApiError`] a poem error (not itself an `ApiError`) stands for.
+pub fn api_error_for_poem_error(err: &poem::Error) -> ApiError {
     use poem::error::{MethodNotAllowedError, NotFoundError, ReadBodyError};
     use poem_openapi::error::{
         AuthorizationError, ContentTypeError, ParseParamError, ParsePathError,
         ParseRequestPayloadError,
     };
 
-    if let Some(api) = err.downcast_ref::<ApiError>() {
-        return problem_response(api, None);
-    }
-    let mapped = if err.is::<NotFoundError>() || err.is::<ParsePathError>() {
+    if err.is::<NotFoundError>() || err.is::<ParsePathError>() {
         // An id of the wrong shape in a path is simply not found (decisions §2).
         ApiError::NotFound
     } else if err.is::<MethodNotAllowedError>() {
@@ -312,14 +317,13 @@ pub fn problem_for_poem_error(err: poem::Error) -> Response {
             StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
             StatusCode::UNAUTHORIZED => ApiError::Unauthenticated,
             StatusCode::FORBIDDEN => ApiError::forbidden("Not permitted."),
-            s if s.is_client_error() => ApiError::InvalidRequest(describe_bad_request(&err)),
+            s if s.is_client_error() => ApiError::InvalidRequest(describe_bad_request(err)),
             status => {
                 tracing::error!(error = %err, %status, "request failed");
                 ApiError::Internal(anyhow::anyhow!("{err}"))
             }
         }
-    };
-    problem_response(&mapped, None)
+    }
 }
 
 /// Words for a request poem could not parse.

@@ -120,6 +120,9 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
 
         let mut response = match outcome {
             Ok(response) => response,
+            Err(err) if crate::scim::v2::wire::is_scim_path(&path) => {
+                span.in_scope(|| scim_error_response(err))
+            }
             Err(err) => span.in_scope(|| error_response(err, &request_id)),
         };
         let headers = response.headers_mut();
@@ -158,6 +161,28 @@ fn error_response(err: poem::Error, request_id: &str) -> Response {
         }
         None => problem_for_poem_error(err),
     }
+}
+
+/// The SCIM protocol's errors are SCIM's own error messages, whatever raised them (the
+/// handler, the access code, poem's routing and parsing, the body limit, a panic).
+fn scim_error_response(err: poem::Error) -> Response {
+    use crate::scim::v2::wire::ScimError;
+    if let Some(scim) = err.downcast_ref::<ScimError>() {
+        return poem::error::ResponseError::as_response(scim);
+    }
+    let scim = match err.downcast_ref::<ApiError>() {
+        Some(ApiError::Internal(cause)) => ScimError::internal(anyhow::anyhow!("{cause:#}")),
+        Some(api) => ScimError::from_api(api),
+        None if err.status().is_server_error() => ScimError::internal(anyhow::anyhow!("{err}")),
+        None => {
+            let api = crate::http::error::api_error_for_poem_error(&err);
+            match api {
+                ApiError::Internal(cause) => ScimError::internal(cause),
+                api => ScimError::from_api(&api),
+            }
+        }
+    };
+    poem::IntoResponse::into_response(scim)
 }
 
 /// Puts the body under `limit`: a `Content-Length` over it is 413 at once; otherwise the body

@@ -12,7 +12,8 @@
 //!   absent: `None` for `Option`, the default for `#[oai(default)]`), so it is `nullable`;
 //! - member-API request bodies deny unknown fields (`#[oai(deny_unknown_fields)]` on every one
 //!   of them), so their objects say `additionalProperties: false`. Agent bodies do not: an
-//!   agent newer than the service may send fields it does not know yet.
+//!   agent newer than the service may send fields it does not know yet. Nor do SCIM bodies:
+//!   providers send extension attributes this service ignores (RFC 7643 §3.3).
 //!
 //! Response fields that are sent as `null` say so themselves (`#[oai(nullable)]`), beside the
 //! field; fields that are left out instead (`skip_serializing_if_is_none`) are simply optional.
@@ -102,7 +103,7 @@ pub fn exact(document: &str) -> String {
     // fields (every member-API operation does; agent operations do not).
     let mut request_schemas: HashMap<String, bool> = HashMap::new();
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
-        let closed = !path.starts_with("/v1/agent/");
+        let closed = !path.starts_with("/v1/agent/") && !path.starts_with("/scim/");
         for operation in item.as_object().into_iter().flatten().map(|(_, op)| op) {
             let mut names = BTreeSet::new();
             references(&operation["requestBody"], &mut names);
@@ -132,7 +133,7 @@ pub fn exact(document: &str) -> String {
     // Inline request bodies (rare) get the same treatment.
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
-            let closed = !path.starts_with("/v1/agent/");
+            let closed = !path.starts_with("/v1/agent/") && !path.starts_with("/scim/");
             for operation in item.as_object_mut().into_iter().flatten().map(|(_, op)| op) {
                 // `get_mut`, not indexing: indexing a missing key would insert `null`.
                 if let Some(content) = operation

@@ -24,8 +24,9 @@ use entities::{
     host_days, host_events, host_jobs, host_keys, host_labels, host_packages, host_updates, hosts,
     invitations, known_exploited, memberships, notification_attempts, notification_channels,
     notification_deliveries, notification_events, organizations, payment_events, policies,
-    policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals, sessions,
-    sso_connections, sso_domains, sso_logins, subscriptions, usage_days,
+    policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals,
+    scim_group_members, scim_groups, scim_tokens, scim_users, sessions, sso_connections,
+    sso_domains, sso_logins, subscriptions, usage_days,
 };
 use platform::ids::{
     AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,
@@ -126,6 +127,10 @@ tenant!(
     notification_events => OrgId,
     notification_deliveries => OrgId,
     digest_settings => OrgId,
+    scim_tokens => OrgId,
+    scim_users => OrgId,
+    scim_groups => OrgId,
+    scim_group_members => OrgId,
     sso_connections => OrgId,
     sso_domains => OrgId,
 );
@@ -161,6 +166,9 @@ impl Credential for enrollment_tokens::Entity {
 }
 impl Credential for invitations::Entity {
     const CREDENTIAL: invitations::Column = invitations::Column::TokenHash;
+}
+impl Credential for scim_tokens::Entity {
+    const CREDENTIAL: scim_tokens::Column = scim_tokens::Column::TokenHash;
 }
 impl Credential for host_keys::Entity {
     const CREDENTIAL: host_keys::Column = host_keys::Column::KeyId;

@@ -41,4 +41,8 @@ pub enum Tag {
     /// Single sign-on: the OpenID Connect connection, domain claims, sign-in through the
     /// identity provider.
     Sso,
+    /// SCIM provisioning: the organization's token, and the SCIM 2.0 protocol (RFC 7643/7644) an
+    /// identity provider speaks at `/scim/v2` (media type `application/scim+json`, SCIM's own
+    /// error schema instead of problem+json).
+    Scim,
 }

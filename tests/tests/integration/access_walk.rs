@@ -182,6 +182,14 @@ const RULES: &[(&str, &str, Rule)] = &[
         in_person(Role::Admin),
     ),
     ("GET", "/v1/orgs/{org}/audit-events", anyone(Role::Admin)),
+    // SCIM token: admin and up, in person.
+    ("GET", "/v1/orgs/{org}/scim/token", in_person(Role::Admin)),
+    ("POST", "/v1/orgs/{org}/scim/token", in_person(Role::Admin)),
+    (
+        "DELETE",
+        "/v1/orgs/{org}/scim/token",
+        in_person(Role::Admin),
+    ),
     // billing, billing usage, plan changes: the owner, in person.
     ("GET", "/v1/orgs/{org}/billing", in_person(Role::Owner)),
     (

@@ -20,5 +20,6 @@ mod policy_scope;
 mod proposals;
 mod queue;
 mod rate_limits;
+mod scim;
 mod sso;
 mod streaming;

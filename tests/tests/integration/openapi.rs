@@ -6,6 +6,15 @@ use tests::TestApp;
 
 const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json");
 
+/// The media type errors of `path` are documented in: SCIM's for the SCIM protocol.
+fn error_media(path: &str) -> &'static str {
+    if path.starts_with("/scim/v2/") {
+        "application/scim+json"
+    } else {
+        "application/problem+json"
+    }
+}
+
 #[tokio::test]
 async fn the_openapi_document_is_served_and_matches_the_snapshot() {
     let app = TestApp::new().await;
@@ -20,8 +29,10 @@ async fn the_openapi_document_is_served_and_matches_the_snapshot() {
     );
     assert!(served["paths"].as_object().is_some_and(|p| !p.is_empty()));
 
-    // Every operation has an id, a tag, and documents its error answers as problems.
+    // Every operation has an id, a tag, and documents its error answers as problems; the SCIM
+    // protocol's (tag `Scim`, under /scim/v2) as SCIM errors instead, in their media type.
     for (path, item) in served["paths"].as_object().into_iter().flatten() {
+        let media = error_media(path);
         for (method, operation) in item.as_object().into_iter().flatten() {
             let id = operation["operationId"].as_str();
             assert!(id.is_some(), "{method} {path} has an operationId");
@@ -32,9 +43,22 @@ async fn the_openapi_document_is_served_and_matches_the_snapshot() {
             for (status, answer) in operation["responses"].as_object().into_iter().flatten() {
                 if status.starts_with('4') || status.starts_with('5') {
                     assert!(
-                        answer["content"]["application/problem+json"].is_object(),
-                        "{method} {path} {status} is documented as a problem"
+                        answer["content"][media].is_object(),
+                        "{method} {path} {status} is documented as {media}"
                     );
+                }
+                if path.starts_with("/scim/v2/") {
+                    assert!(
+                        answer["content"]["application/problem+json"].is_null(),
+                        "{method} {path} {status}: SCIM answers are never problems"
+                    );
+                    if status.starts_with('4') || status.starts_with('5') {
+                        assert_eq!(
+                            answer["content"][media]["schema"]["$ref"],
+                            "#/components/schemas/ScimError",
+                            "{method} {path} {status}"
+                        );
+                    }
                 }
             }
         }
@@ -67,7 +91,7 @@ async fn every_operation_that_takes_a_body_documents_413() {
             with_body += 1;
             let answer = &operation["responses"]["413"];
             assert!(
-                answer["content"]["application/problem+json"].is_object(),
+                answer["content"][error_media(path)].is_object(),
                 "{method} {path} takes a body and must document 413 payload-too-large"
             );
         }
