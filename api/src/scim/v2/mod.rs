@@ -346,11 +346,13 @@ impl ScimApi {
     }
 
     /// SCIM: searching several resource types at once (`POST /.search`) is not supported
-    /// (501, RFC 7644 §3.4.3); list each type with `filter` instead.
+    /// (501, RFC 7644 §3.4.3); list each type with `filter` instead. Not in the document: it
+    /// is SCIM's answer to a provider probing for it, not an operation a client may call.
     #[oai(
         path = "/scim/v2/.search",
         method = "post",
-        operation_id = "scimSearch"
+        operation_id = "scimSearch",
+        hidden
     )]
     async fn search(&self, _provider: Provider) -> ScimResult<SearchAnswer> {
         let refused = ScimError::new(

@@ -114,11 +114,16 @@ pub struct User {
     pub display_name: Option<String>,
     /// As the provider sent them (the account's own address is fixed when the user is created:
     /// the primary email, else the first, else `userName`).
-    #[oai(skip_serializing_if_is_empty)]
+    /// Absent when the provider sent none.
+    #[oai(default, skip_serializing_if_is_empty)]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub emails: Vec<Email>,
-    /// false: provisioned but not a member (no access, sessions ended).
+    /// false: provisioned but not a member (no access, sessions ended). Absent only when
+    /// `attributes`/`excludedAttributes` leave it out.
+    #[oai(default)]
     pub active: bool,
+    /// Absent only when `attributes`/`excludedAttributes` leave it out.
+    #[oai(default)]
     pub groups: Vec<Reference>,
     pub meta: Meta,
 }
