@@ -20,4 +20,8 @@ pub struct AppState {
     pub outbound: Outbound,
     /// Identity providers' discovery documents and key sets, cached per issuer.
     pub sso: Arc<crate::sso::provider::Providers>,
+    /// Who is calling, kept between requests (trusted only while nothing it depends on changed).
+    pub identity: Arc<crate::http::identity_cache::IdentityCache>,
+    /// Organizations' request limits, when this replica keeps them (`RATE_LIMIT_STORE=memory`).
+    pub buckets: Arc<crate::http::rate_limit::Buckets>,
 }

@@ -74,6 +74,9 @@ pub struct RawConfig {
     /// Sustained requests per second per organization.
     #[arg(long, env = "RATE_LIMIT_PER_SECOND")]
     pub rate_limit_per_second: Option<String>,
+    /// Where organizations' limits are kept: `memory` (each api replica's own) or `database`.
+    #[arg(long, env = "RATE_LIMIT_STORE")]
+    pub rate_limit_store: Option<String>,
     /// CIDRs of the reverse proxies whose `X-Forwarded-For` is believed (comma-separated).
     #[arg(long, env = "TRUSTED_PROXIES")]
     pub trusted_proxies: Option<String>,
@@ -126,6 +129,16 @@ impl<T> fmt::Debug for Secret<T> {
     }
 }
 
+/// Where organizations' request limits are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateLimitStore {
+    /// In each api replica's memory: no database round trip per request. With N replicas
+    /// behind a balancer an organization may get up to N times its limit.
+    Memory,
+    /// In the database, one upsert per bucket and request: exact across any number of replicas.
+    Database,
+}
+
 /// Validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -156,6 +169,8 @@ pub struct Config {
     pub kev_url: Option<Url>,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: f64,
+    /// Where organizations' limits are kept (`RATE_LIMIT_STORE`).
+    pub rate_limit_store: RateLimitStore,
     /// The reverse proxies in front of the api: only from these is `X-Forwarded-For` read.
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Where SSO domain claims' TXT records are looked up (`DNS_RESOLVER`); none: the
@@ -396,6 +411,17 @@ impl RawConfig {
             None => 20.0,
         };
 
+        let rate_limit_store = match non_empty(self.rate_limit_store).as_deref().map(str::trim) {
+            None | Some("memory") => RateLimitStore::Memory,
+            Some("database") => RateLimitStore::Database,
+            Some(other) => {
+                return Err(bad(
+                    "RATE_LIMIT_STORE",
+                    format!("expected memory or database, got {other:?}"),
+                ));
+            }
+        };
+
         let trusted_proxies = match non_empty(self.trusted_proxies) {
             Some(v) => parse_networks("TRUSTED_PROXIES", &v)?,
             None => Vec::new(),
@@ -447,6 +473,7 @@ impl RawConfig {
             kev_url,
             rate_limit_burst,
             rate_limit_per_second,
+            rate_limit_store,
             trusted_proxies,
             dns_resolver,
             log_json,

@@ -16,7 +16,10 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use crate::config::{Config, DatabaseKind};
+use crate::{
+    config::{Config, DatabaseKind},
+    identity_changes::IdentityChanges,
+};
 
 /// Advisory lock key under which migrations run ("fleetmig" as ASCII).
 const MIGRATION_LOCK: i64 = 0x666c_6565_746d_6967;
@@ -33,6 +36,9 @@ pub enum Pool {
 pub struct Database {
     pub orm: DatabaseConnection,
     pub pool: Pool,
+    /// When what authentication reads last changed (see [`crate::identity_changes`]). On
+    /// Postgres it knows nothing until [`IdentityChanges::watch_postgres`] runs (the api starts it).
+    pub identity: IdentityChanges,
 }
 
 impl Database {
@@ -59,6 +65,7 @@ impl Database {
                 .context("opening the SQLite database")?;
             Ok(Database {
                 orm: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool.clone()),
+                identity: IdentityChanges::stored(pool.clone()),
                 pool: Pool::Sqlite(pool),
             })
         } else {
@@ -72,6 +79,7 @@ impl Database {
             Ok(Database {
                 orm: SqlxPostgresConnector::from_sqlx_postgres_pool(pool.clone()),
                 pool: Pool::Postgres(pool),
+                identity: IdentityChanges::notified(),
             })
         }
     }

@@ -8,6 +8,7 @@ pub mod crypto;
 pub mod db;
 pub mod dns;
 pub mod http_signature;
+pub mod identity_changes;
 pub mod ids;
 pub mod jobs;
 pub mod oidc_http;

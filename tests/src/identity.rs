@@ -59,6 +59,18 @@ impl TestApp {
         path: &str,
         body: Option<Value>,
     ) -> TestResponse {
+        self.call_at(&self.base, who, method, path, body).await
+    }
+
+    /// [`TestApp::call`] to another server on the same database (an api replica).
+    pub async fn call_at(
+        &self,
+        base: &str,
+        who: As<'_>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> TestResponse {
         let mut headers: Vec<(&str, String)> = Vec::new();
         match who {
             As::Nobody => {}
@@ -70,7 +82,7 @@ impl TestApp {
             As::Bearer(token) => headers.push(("authorization", format!("Bearer {token}"))),
         }
         let borrowed: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.request(method, path, body, &borrowed).await
+        self.request_at(base, method, path, body, &borrowed).await
     }
 
     /// Waits for the newest email to `address` and returns the token of its link.

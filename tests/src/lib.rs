@@ -61,6 +61,7 @@ pub struct TestAppBuilder {
     rate_limit_burst: Option<u32>,
     rate_limit_per_second: Option<f64>,
     trusted_proxies: Option<String>,
+    rate_limit_store: Option<String>,
     secrets_key: bool,
     allow_private: bool,
     pagerduty_events_url: Option<String>,
@@ -84,6 +85,7 @@ impl Default for TestAppBuilder {
             rate_limit_burst: None,
             rate_limit_per_second: None,
             trusted_proxies: None,
+            rate_limit_store: None,
             secrets_key: true,
             allow_private: true,
             pagerduty_events_url: None,
@@ -121,6 +123,12 @@ impl TestAppBuilder {
 
     /// `TRUSTED_PROXIES`: the networks whose `X-Forwarded-For` the api believes. Tests connect
     /// from 127.0.0.1, so `"127.0.0.1/32"` makes the test client a trusted proxy.
+    /// Where organizations' limits are kept (`RATE_LIMIT_STORE`: memory, the default, or database).
+    pub fn rate_limit_store(mut self, store: &str) -> Self {
+        self.rate_limit_store = Some(store.to_owned());
+        self
+    }
+
     pub fn trusted_proxies(mut self, cidrs: &str) -> Self {
         self.trusted_proxies = Some(cidrs.to_owned());
         self
@@ -209,6 +217,7 @@ impl TestAppBuilder {
                     .to_string(),
             ),
             trusted_proxies: self.trusted_proxies,
+            rate_limit_store: self.rate_limit_store,
             secrets_key: self.secrets_key.then(|| TEST_SECRETS_KEY.to_owned()),
             pagerduty_events_url: self.pagerduty_events_url,
             payments_webhook_secret: self.payments_webhook_secret,
@@ -251,6 +260,8 @@ impl TestAppBuilder {
             outbound: platform::outbound::Outbound::new(&config.outbound_settings())
                 .expect("outbound client"),
             sso: Default::default(),
+            identity: Default::default(),
+            buckets: Default::default(),
         };
         let shutdown = CancellationToken::new();
         let bound = api::http::server::bind(config.bind).await.expect("bind");
@@ -350,6 +361,19 @@ impl TestApp {
         self.clock.now()
     }
 
+    /// After a test wrote what authentication reads behind the API's back: waits until the
+    /// app has heard of it, as a change made through the API waits before it is answered.
+    pub async fn identity_settled(&self) {
+        if let platform::db::Pool::Postgres(pool) = &self.state.db.pool {
+            self.state
+                .db
+                .identity
+                .settle(pool)
+                .await
+                .expect("the app heard of the change");
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
@@ -362,7 +386,20 @@ impl TestApp {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> TestResponse {
-        let mut request = self.http.request(method, self.url(path));
+        self.request_at(&self.base, method, path, body, headers)
+            .await
+    }
+
+    /// [`TestApp::request`] to another server on the same database (an api replica).
+    pub async fn request_at(
+        &self,
+        base: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> TestResponse {
+        let mut request = self.http.request(method, format!("{base}{path}"));
         for (name, value) in headers {
             request = request.header(*name, *value);
         }

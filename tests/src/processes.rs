@@ -64,3 +64,67 @@ pub async fn stop_gracefully(child: &mut Child) {
         "the process exited within a minute of SIGTERM"
     );
 }
+
+/// A second api replica: the api program (`fleet-api`) as its own process on the test app's
+/// database, with no embedded worker, as a scaled-out deployment runs it beside others.
+pub struct ApiReplica {
+    pub base: String,
+    child: Child,
+}
+
+impl ApiReplica {
+    /// Starts `program` on `database_url` on a free loopback port and waits until it answers.
+    pub async fn start(program: &str, database_url: &str, smtp_url: &str) -> ApiReplica {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(program)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DATABASE_URL", database_url)
+            .env("SERVICE_BIND", format!("127.0.0.1:{port}"))
+            .env("SERVICE_BASE_URL", crate::BASE_URL)
+            .env("EMBEDDED_WORKERS", "false")
+            .env("SMTP_URL", smtp_url)
+            .env("EMAIL_FROM", "Fleet Test <no-reply@fleet.test>")
+            .env("SECRETS_KEY", crate::TEST_SECRETS_KEY)
+            .env("RATE_LIMIT_BURST", "100000")
+            .env("RATE_LIMIT_PER_SECOND", "1000")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the api process");
+        let mut replica = ApiReplica {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+        };
+        let client = reqwest::Client::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let ready = client
+                .get(format!("{}/readyz", replica.base))
+                .send()
+                .await
+                .is_ok_and(|answer| answer.status().is_success());
+            if ready {
+                return replica;
+            }
+            if let Ok(Some(status)) = replica.child.try_wait() {
+                panic!("the api replica exited at start: {status}");
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the api replica answered /readyz within a minute"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        stop_gracefully(&mut self.child).await;
+    }
+}

@@ -19,7 +19,17 @@ pub async fn set_plan(config: Config, slug: &str, plan: &str) -> anyhow::Result<
     if !db.ready().await {
         db.migrate().await?;
     }
-    let result = set(&db, slug, &plan, platform::clock::SystemClock.now()).await;
+    let mut result = set(&db, slug, &plan, platform::clock::SystemClock.now()).await;
+    // The running api replicas answer from the next request on with the new plan.
+    if result.is_ok()
+        && let platform::db::Pool::Postgres(pool) = &db.pool
+    {
+        result = db
+            .identity
+            .settle(pool)
+            .await
+            .context("waiting for the api replicas to hear of the change");
+    }
     db.close().await;
     result?;
     println!("{slug}: plan set to {plan}");

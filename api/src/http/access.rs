@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 
 use chrono::{DateTime, Duration, Utc};
 use entities::{accounts, api_tokens, organizations, sessions};
-use platform::ids::OrgId;
+use platform::{config::RateLimitStore, identity_changes::Mark, ids::OrgId};
 use poem::{Request, http::HeaderValue};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme,
@@ -30,6 +30,7 @@ use uuid::Uuid;
 use crate::{
     AppState,
     http::error::ApiError,
+    http::identity_cache::{SessionAnswer, TokenAnswer},
     http::middleware::ExtraHeaders,
     http::rate_limit::{self, Limit},
     http::scope::{self, Credential, OrgScope, Untenanted},
@@ -83,6 +84,9 @@ pub struct Caller {
     pub account: accounts::Model,
     pub via: Via,
     pub ip: Option<String>,
+    /// The generation of who-may-do-what this request began in: what this request reads of it
+    /// from memory must have been read in the same one (`crate::http::identity_cache`).
+    pub mark: Option<Mark>,
 }
 
 impl Caller {
@@ -150,10 +154,18 @@ pub async fn authenticate(req: &Request) -> Result<Caller, ApiError> {
             .strip_prefix("Bearer ")
             .map(str::trim)
             .ok_or(ApiError::Unauthenticated)?;
-        return authenticate_token(state, token, now, ip).await;
+        if !platform::secrets::well_formed(API_TOKEN_PREFIX, token) {
+            return Err(ApiError::Unauthenticated);
+        }
+        let mark = state.db.identity.mark().await;
+        return authenticate_token(state, mark, token, now, ip).await;
     }
     let cookie = cookie_value(req, SESSION_COOKIE).ok_or(ApiError::Unauthenticated)?;
-    let (session, account) = find_session(state, cookie, now).await?;
+    if !platform::secrets::well_formed("", cookie) {
+        return Err(ApiError::Unauthenticated);
+    }
+    let mark = state.db.identity.mark().await;
+    let (session, account) = find_session(state, mark, cookie, now).await?;
     if !req.method().is_safe() {
         let sent = req.header(CSRF_HEADER).unwrap_or("");
         if !platform::secrets::equal(sent, &session.csrf_token) {
@@ -169,56 +181,123 @@ pub async fn authenticate(req: &Request) -> Result<Caller, ApiError> {
             csrf_token: platform::config::Secret::new(session.csrf_token),
         },
         ip,
+        mark,
     })
 }
 
 /// The live session for a cookie value, touched at most once a minute.
-pub async fn find_session(
+async fn find_session(
     state: &AppState,
+    mark: Option<Mark>,
     cookie: &str,
     now: DateTime<Utc>,
 ) -> Result<(sessions::Model, accounts::Model), ApiError> {
-    if !platform::secrets::well_formed("", cookie) {
-        return Err(ApiError::Unauthenticated);
-    }
-    // One query: the session and its account.
-    let (session, account) = sessions::Entity::rows()
-        .filter(sessions::Column::TokenHash.eq(platform::secrets::hash(cookie)))
-        .find_also_related(accounts::Entity)
-        .one(&state.db.orm)
-        .await?
-        .and_then(|(session, account)| account.map(|account| (session, account)))
-        .ok_or(ApiError::Unauthenticated)?;
+    let hash = platform::secrets::hash(cookie);
+    let shelf = &state.identity.sessions;
+    let answer = match shelf.get(mark, &hash) {
+        Some(kept) => kept,
+        None => {
+            // One query: the session and its account.
+            let (session, account) = sessions::Entity::rows()
+                .filter(sessions::Column::TokenHash.eq(hash.clone()))
+                .find_also_related(accounts::Entity)
+                .one(&state.db.orm)
+                .await?
+                .and_then(|(session, account)| account.map(|account| (session, account)))
+                .ok_or(ApiError::Unauthenticated)?;
+            shelf.keep(mark, hash.clone(), SessionAnswer { session, account })
+        }
+    };
+    let SessionAnswer { session, account } = answer.as_ref();
     if session.expires_at <= now || session.last_seen_at + SESSION_IDLE <= now {
         return Err(ApiError::Unauthenticated);
     }
     if now - session.last_seen_at >= TOUCH_EVERY {
+        // Only `last_seen_at` is written (and it is no change to who the caller is).
         let mut touched: sessions::ActiveModel = session.clone().into();
         touched.last_seen_at = Set(now);
-        touched.update(&state.db.orm).await?;
+        let session = touched.update(&state.db.orm).await?;
+        let account = account.clone();
+        shelf.keep(
+            mark,
+            hash,
+            SessionAnswer {
+                session: session.clone(),
+                account: account.clone(),
+            },
+        );
+        return Ok((session, account));
     }
-    Ok((session, account))
+    Ok((session.clone(), account.clone()))
 }
 
 async fn authenticate_token(
     state: &AppState,
+    mark: Option<Mark>,
     token: &str,
     now: DateTime<Utc>,
     ip: Option<String>,
 ) -> Result<Caller, ApiError> {
-    if !platform::secrets::well_formed(API_TOKEN_PREFIX, token) {
-        return Err(ApiError::Unauthenticated);
-    }
-    let record = api_tokens::Entity::by_credential(platform::secrets::hash(token))
-        .one(&state.db.orm)
-        .await?
-        .ok_or(ApiError::Unauthenticated)?;
+    let hash = platform::secrets::hash(token);
+    let shelf = &state.identity.tokens;
+    let answer = match shelf.get(mark, &hash) {
+        Some(kept) => kept,
+        None => {
+            let answer = read_token(state, hash.clone()).await?;
+            shelf.keep(mark, hash.clone(), answer)
+        }
+    };
+    let TokenAnswer {
+        token: record,
+        account,
+        creator_role,
+    } = answer.as_ref();
     if record.revoked_at.is_some() || record.expires_at.is_some_and(|at| at <= now) {
         return Err(ApiError::Unauthenticated);
     }
-    // A token acts for its creator and can never do more than the creator may now.
-    let membership = OrgScope::of(record.org_id)
-        .member(record.created_by.into())
+    let token_role: Role = record
+        .role
+        .parse()
+        .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
+    if record
+        .last_used_at
+        .is_none_or(|used| now - used >= TOUCH_EVERY)
+    {
+        let mut touched: api_tokens::ActiveModel = record.clone().into();
+        touched.last_used_at = Set(Some(now));
+        let token = touched.update(&state.db.orm).await?;
+        shelf.keep(
+            mark,
+            hash,
+            TokenAnswer {
+                token,
+                account: account.clone(),
+                creator_role: *creator_role,
+            },
+        );
+    }
+    Ok(Caller {
+        account: account.clone(),
+        via: Via::ApiToken {
+            token_id: record.id,
+            org_id: record.org_id,
+            // A token acts for its creator and can never do more than the creator may now.
+            role: token_role.min(*creator_role),
+        },
+        ip,
+        mark,
+    })
+}
+
+/// The API token with hash `hash`, its creator and the creator's role in its organization; a
+/// token whose creator is no longer a member is no credential.
+async fn read_token(state: &AppState, hash: Vec<u8>) -> Result<TokenAnswer, ApiError> {
+    let token = api_tokens::Entity::by_credential(hash)
+        .one(&state.db.orm)
+        .await?
+        .ok_or(ApiError::Unauthenticated)?;
+    let membership = OrgScope::of(token.org_id)
+        .member(token.created_by.into())
         .one(&state.db.orm)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
@@ -226,30 +305,14 @@ async fn authenticate_token(
         .role
         .parse()
         .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
-    let token_role: Role = record
-        .role
-        .parse()
-        .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
-    let account = accounts::Entity::row(record.created_by)
+    let account = accounts::Entity::row(token.created_by)
         .one(&state.db.orm)
         .await?
         .ok_or(ApiError::Unauthenticated)?;
-    if record
-        .last_used_at
-        .is_none_or(|used| now - used >= TOUCH_EVERY)
-    {
-        let mut touched: api_tokens::ActiveModel = record.clone().into();
-        touched.last_used_at = Set(Some(now));
-        touched.update(&state.db.orm).await?;
-    }
-    Ok(Caller {
+    Ok(TokenAnswer {
+        token,
         account,
-        via: Via::ApiToken {
-            token_id: record.id,
-            org_id: record.org_id,
-            role: token_role.min(creator_role),
-        },
-        ip,
+        creator_role,
     })
 }
 
@@ -317,19 +380,32 @@ async fn membership(
     caller: &Caller,
     slug: &str,
 ) -> Result<(organizations::Model, Role), ApiError> {
+    let mark = caller.mark;
     match &caller.via {
         Via::ApiToken { org_id, role, .. } => {
-            let org = scope::edge::organization_by_slug(slug)
-                .one(&state.db.orm)
-                .await?
-                .ok_or(ApiError::NotFound)?;
+            let shelf = &state.identity.organizations;
+            let org = match shelf.get(mark, &slug.to_owned()) {
+                Some(kept) => kept,
+                None => {
+                    let org = scope::edge::organization_by_slug(slug)
+                        .one(&state.db.orm)
+                        .await?
+                        .ok_or(ApiError::NotFound)?;
+                    shelf.keep(mark, slug.to_owned(), org)
+                }
+            };
             if *org_id == org.id {
-                Ok((org, *role))
+                Ok((org.as_ref().clone(), *role))
             } else {
                 Err(ApiError::NotFound)
             }
         }
         Via::Session { .. } => {
+            let shelf = &state.identity.places;
+            let key = (caller.account.id, slug.to_owned());
+            if let Some(kept) = shelf.get(mark, &key) {
+                return Ok(kept.as_ref().clone());
+            }
             // One query: the caller's membership of the organization with that slug.
             let (member, org) = scope::edge::memberships_of(caller.account.id.into(), None)
                 .find_also_related(organizations::Entity)
@@ -342,7 +418,7 @@ async fn membership(
                 .role
                 .parse()
                 .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
-            Ok((org, role))
+            Ok(shelf.keep(mark, key, (org, role)).as_ref().clone())
         }
     }
 }
@@ -399,12 +475,17 @@ pub async fn limit_org_for(
         per_second: state.config.rate_limit_per_second,
     };
     let now = state.clock.now();
-    let own = rate_limit::take(&state.db, bucket, limit.share(), now).await?;
+    let org_bucket = format!("org:{org_id}");
+    let take = async |key: &str, limit: Limit| match state.config.rate_limit_store {
+        RateLimitStore::Memory => Ok::<_, ApiError>(state.buckets.take(key, limit, now)),
+        RateLimitStore::Database => Ok(rate_limit::take(&state.db, key, limit, now).await?),
+    };
+    let own = take(bucket, limit.share()).await?;
     if !own.allowed {
         rate_limit_headers(req, &own);
         return Err(refused(&own));
     }
-    let org = rate_limit::take(&state.db, &format!("org:{org_id}"), limit, now).await?;
+    let org = take(&org_bucket, limit).await?;
     if !org.allowed {
         rate_limit_headers(req, &org);
         return Err(refused(&org));

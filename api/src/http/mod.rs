@@ -5,6 +5,7 @@ pub mod access;
 pub mod client_address;
 pub mod error;
 pub mod health;
+pub mod identity_cache;
 pub mod input;
 pub mod middleware;
 pub mod openapi;

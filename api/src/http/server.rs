@@ -2,6 +2,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
+use platform::db::Pool;
 use poem::{
     Server,
     listener::{Acceptor, Listener, TcpListener},
@@ -38,12 +39,26 @@ pub async fn serve(
     bound: Bound,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    Server::new_with_acceptor(bound.acceptor)
+    // Other replicas' (and workers') changes to who may do what reach this one's caches.
+    let db = state.db.clone();
+    let watcher = match &state.db.pool {
+        Pool::Postgres(pool) => Some(state.db.identity.watch_postgres(pool.clone())),
+        Pool::Sqlite(_) => None,
+    };
+    let served = Server::new_with_acceptor(bound.acceptor)
         .run_with_graceful_shutdown(
             app(state),
             async move { shutdown.cancelled().await },
             Some(DRAIN_TIMEOUT),
         )
-        .await?;
+        .await;
+    if let Some(watcher) = watcher {
+        watcher.abort();
+        // Nobody waits for this replica to hear of changes any more.
+        if let Pool::Postgres(pool) = &db.pool {
+            db.identity.leave(pool).await;
+        }
+    }
+    served?;
     Ok(())
 }

@@ -4,11 +4,13 @@ use entities::{accounts, organizations};
 use platform::ids::AccountId;
 use poem_openapi::{Object, OpenApi, payload::Json};
 use sea_orm::{ActiveModelTrait, Set};
+use uuid::Uuid;
 
 use crate::{
     AppState,
     http::access::Signed,
     http::error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
+    http::identity_cache::MineAnswer,
     http::input,
     http::scope,
     http::tags::Tag,
@@ -57,25 +59,36 @@ pub struct MeApi;
 
 async fn me(state: &AppState, caller: &crate::http::access::Caller) -> Result<Me, ApiError> {
     let account = &caller.account;
-    // One query: the memberships and their organizations.
-    let query = scope::edge::memberships_of(account.id.into(), caller.token_org())
-        .find_also_related(organizations::Entity);
-    let rows = query.all(&state.db.orm).await?;
-    let plans = domain::billing::plans_of(
-        &state.db.orm,
-        rows.iter().map(|(membership, _)| membership.org_id),
-        &domain::billing::default_plan(&state.config),
-    )
-    .await?;
-    let mut organizations: Vec<MyOrganization> = rows
-        .into_iter()
-        .filter_map(|(membership, org)| {
-            org.map(|org| MyOrganization {
-                slug: org.slug,
-                name: org.name,
-                role: membership.role,
-                plan: plans.get(org.id).to_string(),
-            })
+    let shelf = &state.identity.mine;
+    let key = (account.id, caller.token_org().map(Uuid::from));
+    let mine = match shelf.get(caller.mark, &key) {
+        Some(kept) => kept,
+        None => {
+            // One query: the memberships and their organizations; one for their plans.
+            let memberships = scope::edge::memberships_of(account.id.into(), caller.token_org())
+                .find_also_related(organizations::Entity)
+                .all(&state.db.orm)
+                .await?
+                .into_iter()
+                .filter_map(|(membership, org)| org.map(|org| (membership, org)))
+                .collect::<Vec<_>>();
+            let plans = domain::billing::plans_of(
+                &state.db.orm,
+                memberships.iter().map(|(membership, _)| membership.org_id),
+                &domain::billing::default_plan(&state.config),
+            )
+            .await?;
+            shelf.keep(caller.mark, key, MineAnswer { memberships, plans })
+        }
+    };
+    let mut organizations: Vec<MyOrganization> = mine
+        .memberships
+        .iter()
+        .map(|(membership, org)| MyOrganization {
+            slug: org.slug.clone(),
+            name: org.name.clone(),
+            role: membership.role.clone(),
+            plan: mine.plans.get(org.id).to_string(),
         })
         .collect();
     organizations.sort_by(|a, b| a.slug.cmp(&b.slug));

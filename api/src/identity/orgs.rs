@@ -86,12 +86,10 @@ impl OrgsApi {
         state: poem::web::Data<&AppState>,
         org: org::Path<ReadFleet>,
     ) -> Result<Json<Organization>, Errors<(Unauthorized, NotFound, TooManyRequests)>> {
-        let plan = domain::billing::plan_of(
-            &state.db.orm,
-            org.org.id.into(),
-            &domain::billing::default_plan(&state.config),
-        )
-        .await?;
+        let plan = state
+            .identity
+            .plan_of(&state, org.caller.mark, org.org.id)
+            .await?;
         Ok(Json(Organization {
             role: org.role.as_str().to_owned(),
             slug: org.org.slug,

@@ -171,6 +171,8 @@ async fn state(config: &Arc<Config>, db: &Database) -> anyhow::Result<api::AppSt
         agent_ca: api::agent::ca::load_or_create(db, config, &SystemClock).await?,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        identity: Default::default(),
+        buckets: Default::default(),
     })
 }
 

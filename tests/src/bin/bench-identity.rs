@@ -68,6 +68,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         embedded_workers: Some("false".into()),
         rate_limit_burst: Some("100000000".into()),
         rate_limit_per_second: Some("100000000".into()),
+        rate_limit_store: std::env::var("RATE_LIMIT_STORE").ok(),
         ..RawConfig::default()
     };
     let config = Arc::new(raw.validate()?);
@@ -82,6 +83,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        identity: Default::default(),
+        buckets: Default::default(),
     };
     // One organization with its owner, signed in.
     let now = SystemClock.now();

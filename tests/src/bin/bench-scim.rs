@@ -69,6 +69,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         embedded_workers: Some("false".into()),
         rate_limit_burst: Some("100000000".into()),
         rate_limit_per_second: Some("100000000".into()),
+        rate_limit_store: std::env::var("RATE_LIMIT_STORE").ok(),
         default_plan: Some("enterprise".into()),
         ..RawConfig::default()
     };
@@ -84,6 +85,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        identity: Default::default(),
+        buckets: Default::default(),
     };
     let now = SystemClock.now();
     let org = organizations::ActiveModel {

@@ -104,6 +104,8 @@ async fn the_free_plan_admits_five_hosts_not_decommissioned_and_the_sixth_is_pla
     )
     .await
     .expect("set plan");
+    // Written behind the API's back.
+    app.identity_settled().await;
     assert_eq!(plan_shown(&app, &owner, "acme").await, "team");
     let revived = agents[1].enroll(&app, &token).await;
     assert_eq!(revived.status.as_u16(), 201, "{}", revived.body);
@@ -390,6 +392,8 @@ async fn unsigned_badly_signed_stale_and_malformed_events_are_400_and_change_not
     )
     .await
     .expect("set plan");
+    // Written behind the API's back.
+    app.identity_settled().await;
     acknowledged(&app.post_payment_raw(body.clone(), Some(&good)).await);
     assert_eq!(plan_shown(&app, &owner, "acme").await, "free");
     app.clock.advance(chrono::Duration::seconds(301));

@@ -20,6 +20,7 @@ mod policy_scope;
 mod proposals;
 mod queue;
 mod rate_limits;
+mod replicas;
 mod scim;
 mod sso;
 mod streaming;

@@ -1125,6 +1125,8 @@ async fn the_plan_gates_channel_kinds_and_a_downgrade_skips_their_deliveries() {
     )
     .await
     .expect("team");
+    // Written behind the API's back.
+    app.identity_settled().await;
     channel(
         &app,
         &owner,
@@ -1146,6 +1148,8 @@ async fn the_plan_gates_channel_kinds_and_a_downgrade_skips_their_deliveries() {
     )
     .await
     .expect("business");
+    // Written behind the API's back.
+    app.identity_settled().await;
     let hook = channel(
         &app,
         &owner,
@@ -1161,6 +1165,8 @@ async fn the_plan_gates_channel_kinds_and_a_downgrade_skips_their_deliveries() {
     )
     .await
     .expect("free");
+    // Written behind the API's back.
+    app.identity_settled().await;
     test_event(&app, &owner, &id(&hook)).await;
     app.run_pending_jobs().await;
     let log = deliveries(&app, &owner, &id(&hook)).await;

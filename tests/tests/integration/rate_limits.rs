@@ -9,7 +9,21 @@ use tests::{As, TestApp};
 
 #[tokio::test]
 async fn past_the_burst_an_organization_is_limited_and_another_is_not() {
-    let app = TestApp::builder().rate_limit(6, 1.0).start().await;
+    organization_limit("memory").await;
+}
+
+#[tokio::test]
+async fn past_the_burst_an_organization_is_limited_and_another_is_not_with_limits_in_the_database()
+{
+    organization_limit("database").await;
+}
+
+async fn organization_limit(store: &str) {
+    let app = TestApp::builder()
+        .rate_limit(6, 1.0)
+        .rate_limit_store(store)
+        .start()
+        .await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
     let globex = app.sign_up("owner@globex.test", "globex").await;
     let admin = app.member("acme", Role::Admin, "admin@acme.test").await;

@@ -338,6 +338,8 @@ async fn scim_needs_the_enterprise_plan_but_revoking_does_not() {
     )
     .await
     .expect("plan set");
+    // Written behind the API's back.
+    app.identity_settled().await;
     let token = scim_token(&app, &owner, "acme").await;
     assert_eq!(
         scim(&app, &token, Method::GET, "/scim/v2/Users", None)
@@ -354,6 +356,8 @@ async fn scim_needs_the_enterprise_plan_but_revoking_does_not() {
     )
     .await
     .expect("plan set");
+    // Written behind the API's back.
+    app.identity_settled().await;
     assert_scim_error(
         &scim(&app, &token, Method::GET, "/scim/v2/Users", None).await,
         403,

@@ -1,0 +1,140 @@
+//! What authentication reads on every request (the session or API token behind a credential,
+//! the caller's place in an organization, the caller's organizations), kept in memory so that a
+//! request needs no database round trip to learn who is calling.
+//!
+//! Correctness does not rest on the lifetime: an answer is served only while nothing it depends
+//! on has changed anywhere (`platform::identity_changes`: on Postgres every replica hears of every
+//! change, and this process counts its own as it answers them, `crate::app`; on SQLite the
+//! database keeps the count). A signed-out session, a revoked API token, a removed
+//! member, a changed role or a deprovisioned person is therefore refused or re-scoped from the
+//! next request on, at every replica. The [`LIFETIME`] only bounds memory: if Postgres' listening
+//! connection drops, the caches are bypassed until it is back.
+//!
+//! Expiry (a session's idle and absolute limits, an API token's `expires_at`) is checked on
+//! every request against the clock, cached or not.
+
+use std::{hash::Hash, sync::Arc, time::Duration};
+
+use entities::{accounts, api_tokens, memberships, organizations, sessions};
+use platform::identity_changes::Mark;
+use uuid::Uuid;
+
+use crate::identity::roles::Role;
+
+/// Whether answering a request may have changed who may do what: every change made through
+/// the API except an agent's own calls, and the single sign-on callback (a `GET` that signs a
+/// person in and may set their role).
+pub fn may_change_identity(method: &poem::http::Method, path: &str) -> bool {
+    (!method.is_safe() && !path.starts_with("/v1/agent/")) || path == "/v1/auth/sso/callback"
+}
+
+/// The longest an answer is kept.
+pub const LIFETIME: Duration = Duration::from_secs(10);
+/// The most answers of one kind kept (the least recently used go first).
+const CAPACITY: u64 = 100_000;
+
+/// A session and its account.
+#[derive(Clone, Debug)]
+pub struct SessionAnswer {
+    pub session: sessions::Model,
+    pub account: accounts::Model,
+}
+
+/// An API token, the account it acts for and that account's role in the token's organization.
+#[derive(Clone, Debug)]
+pub struct TokenAnswer {
+    pub token: api_tokens::Model,
+    pub account: accounts::Model,
+    pub creator_role: Role,
+}
+
+/// The caller's organizations with their roles, and the plans in force (`GET /v1/me`).
+#[derive(Clone, Debug)]
+pub struct MineAnswer {
+    pub memberships: Vec<(memberships::Model, organizations::Model)>,
+    pub plans: domain::billing::PlansOf,
+}
+
+/// One kind of answer, each kept under the generation it was read in.
+pub struct Shelf<K, V> {
+    kept: moka::sync::Cache<K, (u64, Arc<V>)>,
+}
+
+impl<K: Hash + Eq + Send + Sync + 'static, V: Send + Sync + 'static> Shelf<K, V> {
+    fn new() -> Self {
+        Shelf {
+            kept: moka::sync::Cache::builder()
+                .max_capacity(CAPACITY)
+                .time_to_live(LIFETIME)
+                .build(),
+        }
+    }
+
+    /// The answer for `key`, if one is kept and nothing has changed between its read and
+    /// `mark` (the asking request's).
+    pub fn get(&self, mark: Option<Mark>, key: &K) -> Option<Arc<V>> {
+        let mark = mark?;
+        let (generation, value) = self.kept.get(key)?;
+        (generation == mark.generation()).then_some(value)
+    }
+
+    /// Keeps `value`, read after `mark`, for requests marked with the same generation.
+    pub fn keep(&self, mark: Option<Mark>, key: K, value: V) -> Arc<V> {
+        let value = Arc::new(value);
+        if let Some(mark) = mark {
+            self.kept.insert(key, (mark.generation(), value.clone()));
+        }
+        value
+    }
+}
+
+/// Every kind of answer; one per process, in the application state.
+pub struct IdentityCache {
+    /// By the hash of the session cookie.
+    pub sessions: Shelf<Vec<u8>, SessionAnswer>,
+    /// By the hash of the API token.
+    pub tokens: Shelf<Vec<u8>, TokenAnswer>,
+    /// A person's organization and role there, by account and the organization's slug.
+    pub places: Shelf<(Uuid, String), (organizations::Model, Role)>,
+    /// An organization by its slug (what an API token's requests need).
+    pub organizations: Shelf<String, organizations::Model>,
+    /// A caller's organizations, by account and, for an API token, its organization.
+    pub mine: Shelf<(Uuid, Option<Uuid>), MineAnswer>,
+    /// The plan in force, by organization.
+    pub plans: Shelf<Uuid, domain::billing::Plan>,
+}
+
+impl IdentityCache {
+    /// The plan in force in organization `org_id` (`domain::billing::plan_of`, kept like the rest).
+    /// `mark` is the asking request's ([`crate::http::access::Caller::mark`]).
+    pub async fn plan_of(
+        &self,
+        state: &crate::AppState,
+        mark: Option<Mark>,
+        org_id: Uuid,
+    ) -> Result<domain::billing::Plan, sea_orm::DbErr> {
+        if let Some(kept) = self.plans.get(mark, &org_id) {
+            return Ok(kept.as_ref().clone());
+        }
+        let plan = domain::billing::plan_of(
+            &state.db.orm,
+            org_id.into(),
+            &domain::billing::default_plan(&state.config),
+        )
+        .await?;
+        Ok(self.plans.keep(mark, org_id, plan).as_ref().clone())
+    }
+}
+
+impl Default for IdentityCache {
+    fn default() -> Self {
+        IdentityCache {
+            sessions: Shelf::new(),
+            tokens: Shelf::new(),
+            places: Shelf::new(),
+            organizations: Shelf::new(),
+            mine: Shelf::new(),
+            plans: Shelf::new(),
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Who may do what changes rarely and is read on every request, so the api keeps it in memory;
+//! this module says when what it keeps can no longer be trusted.
+//!
+//! One number, the *generation*, moves on every change to the tables authentication reads
+//! ([`TABLES`]: sessions, API tokens, memberships, accounts, organizations, subscriptions),
+//! whoever makes it. A request notes the generation once, before it reads anything
+//! ([`IdentityChanges::mark`]); an answer read after a mark is kept under that mark's generation
+//! and served only to a request whose own mark has the same generation. Nothing has changed
+//! between the two marks then, so the answer is what the database would say now; a read that
+//! raced a change is kept under a generation that has passed, and is never served.
+//!
+//! Where the generation comes from:
+//! - **Postgres**: triggers on those tables (migration `m20261126_000100_identity_changes`)
+//!   `NOTIFY identity_changed` when a row changes in a way authentication can see (touching a
+//!   session's `last_seen_at` does not count). Postgres delivers a notification after its
+//!   transaction commits, to every listening process, so every api replica hears of every change,
+//!   whoever made it (another replica, a worker, `psql`), and counts it in memory: a mark costs no
+//!   round trip. While the listening connection is down there is no mark (the caches are not
+//!   used), and when it comes back the generation moves, since what was sent meanwhile is lost.
+//!
+//!   A notification arrives a moment after its commit, so a replica could still answer from
+//!   memory in that moment. For a change made through the API that moment is closed before the
+//!   change is answered ([`IdentityChanges::settle`]): each listening replica is a row of
+//!   `api_replicas`; the replica that made the change notifies a number from the sequence
+//!   `identity_sync` after its commit, every replica records in its row that it has heard it
+//!   (Postgres delivers notifications in commit order, so it has heard the change too), and
+//!   the change is answered when every live replica has (at most [`SETTLE_AT_MOST`]; a replica
+//!   silent for [`ALIVE_WITHIN`] is taken to be gone). The caller's next request, at any
+//!   replica, is then decided on the change.
+//! - **SQLite**: the same triggers keep the generation in the database, in the one row of
+//!   `identity_epoch`, inside the transaction that makes the change; a mark reads it (one
+//!   in-process read instead of the several that authentication makes). That also sees changes
+//!   made by other processes on the same file (`api plan set`, a worker of its own).
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use uuid::Uuid;
+
+/// The tables whose changes move the generation.
+pub const TABLES: &[&str] = &[
+    "sessions",
+    "api_tokens",
+    "memberships",
+    "accounts",
+    "organizations",
+    "subscriptions",
+];
+
+/// The Postgres notification channel the triggers notify.
+pub const CHANNEL: &str = "identity_changed";
+/// How often a listening replica says it is alive.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+/// A replica not heard from for this long is not waited for.
+pub const ALIVE_WITHIN: Duration = Duration::from_secs(15);
+/// The longest a change waits for the other replicas to hear of it.
+pub const SETTLE_AT_MOST: Duration = Duration::from_secs(2);
+
+/// The generation a request began in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark(u64);
+
+impl Mark {
+    pub fn generation(self) -> u64 {
+        self.0
+    }
+}
+
+/// See the module documentation. Cloning shares the same state.
+#[derive(Clone, Debug)]
+pub struct IdentityChanges(Arc<Inner>);
+
+#[derive(Debug)]
+enum Inner {
+    /// Postgres: counted from the triggers' notifications.
+    Notified {
+        generation: AtomicU64,
+        /// Whether the listening connection is up.
+        listening: AtomicBool,
+        /// This replica's row in `api_replicas`.
+        replica: Uuid,
+    },
+    /// SQLite: read from `identity_epoch`.
+    Stored(sqlx::SqlitePool),
+}
+
+impl IdentityChanges {
+    /// Postgres: no mark until [`IdentityChanges::watch_postgres`]'s listener is connected.
+    pub fn notified() -> IdentityChanges {
+        IdentityChanges(Arc::new(Inner::Notified {
+            generation: AtomicU64::new(1),
+            listening: AtomicBool::new(false),
+            replica: Uuid::new_v4(),
+        }))
+    }
+
+    /// SQLite: the generation `identity_epoch` holds.
+    pub fn stored(pool: sqlx::SqlitePool) -> IdentityChanges {
+        IdentityChanges(Arc::new(Inner::Stored(pool)))
+    }
+
+    /// The generation now, noted before a request reads anything; `None` when it cannot be
+    /// known (nothing may be served or kept then).
+    pub async fn mark(&self) -> Option<Mark> {
+        match self.0.as_ref() {
+            Inner::Notified {
+                generation,
+                listening,
+                ..
+            } => listening
+                .load(Ordering::SeqCst)
+                .then(|| Mark(generation.load(Ordering::SeqCst))),
+            Inner::Stored(pool) => {
+                let read: Result<Option<i64>, _> =
+                    sqlx::query_scalar("SELECT n FROM identity_epoch WHERE id = 1")
+                        .fetch_optional(pool)
+                        .await;
+                match read {
+                    Ok(Some(n)) => Some(Mark(n as u64)),
+                    Ok(None) => None,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "reading the identity epoch");
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts a change (a notification heard, or the listener lost).
+    fn changed(&self) {
+        if let Inner::Notified { generation, .. } = self.0.as_ref() {
+            generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn set_listening(&self, up: bool) {
+        if let Inner::Notified { listening, .. } = self.0.as_ref() {
+            listening.store(up, Ordering::SeqCst);
+        }
+    }
+
+    fn replica(&self) -> Option<Uuid> {
+        match self.0.as_ref() {
+            Inner::Notified { replica, .. } => Some(*replica),
+            Inner::Stored(_) => None,
+        }
+    }
+
+    /// Waits until every live api replica has heard of the changes this process has committed
+    /// so far (Postgres; nothing to wait for on SQLite). Called before a change is answered.
+    pub async fn settle(&self, pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+        if self.replica().is_none() {
+            return Ok(());
+        }
+        let sync: i64 = sqlx::query_scalar("SELECT nextval('identity_sync')")
+            .fetch_one(pool)
+            .await?;
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(format!("sync:{sync}"))
+            .execute(pool)
+            .await?;
+        let deadline = tokio::time::Instant::now() + SETTLE_AT_MOST;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let behind: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM api_replicas \
+                 WHERE seen < $1 AND alive_at > now() - make_interval(secs => $2)",
+            )
+            .bind(sync)
+            .bind(ALIVE_WITHIN.as_secs_f64())
+            .fetch_one(pool)
+            .await?;
+            if behind == 0 {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    replicas = behind,
+                    "api replicas did not hear of a change in time; answering anyway"
+                );
+                return Ok(());
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Listens for the triggers' notifications on a connection of its own, for as long as the
+    /// pool is open; reconnects (and starts over) when the connection is lost.
+    pub fn watch_postgres(&self, pool: sqlx::PgPool) -> tokio::task::JoinHandle<()> {
+        let changes = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let outcome = changes.listen(&pool).await;
+                changes.set_listening(false);
+                changes.changed();
+                changes.leave(&pool).await;
+                match outcome {
+                    Ok(()) => return,
+                    Err(err) => {
+                        tracing::warn!(
+                            error = %err,
+                            "identity change listener lost; authentication reads the database until it is back"
+                        );
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        })
+    }
+
+    /// Takes this replica out of `api_replicas` (nobody waits for it any more); best effort.
+    pub async fn leave(&self, pool: &sqlx::PgPool) {
+        if let Some(replica) = self.replica() {
+            let _ = sqlx::query("DELETE FROM api_replicas WHERE id = $1")
+                .bind(replica)
+                .execute(pool)
+                .await;
+        }
+    }
+
+    /// One connection's life: `Ok` when the pool is closed (the process is stopping).
+    async fn listen(&self, pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+        let Some(replica) = self.replica() else {
+            return Ok(());
+        };
+        if pool.is_closed() {
+            return Ok(());
+        }
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+        listener.listen(CHANNEL).await?;
+        // Whatever changed while nobody listened is unknown: start over. Every sync issued so
+        // far was issued after its change had committed, so this replica has nothing of them
+        // to hear any more.
+        self.changed();
+        sqlx::query(
+            "INSERT INTO api_replicas (id, seen, alive_at) \
+             SELECT $1, last_value, now() FROM identity_sync \
+             ON CONFLICT (id) DO UPDATE SET seen = EXCLUDED.seen, alive_at = now()",
+        )
+        .bind(replica)
+        .execute(pool)
+        .await?;
+        self.set_listening(true);
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        loop {
+            tokio::select! {
+                // Both cancel-safe: a notification is taken whole or not at all.
+                received = listener.try_recv() => match received {
+                    Ok(Some(notification)) => {
+                        match notification.payload().strip_prefix("sync:") {
+                            Some(sync) => {
+                                let sync: i64 = sync.parse().map_err(|_| {
+                                    sqlx::Error::Protocol(format!("a sync that is not a number: {sync}"))
+                                })?;
+                                sqlx::query(
+                                    "UPDATE api_replicas SET seen = GREATEST(seen, $2), alive_at = now() \
+                                     WHERE id = $1",
+                                )
+                                .bind(replica)
+                                .bind(sync)
+                                .execute(pool)
+                                .await?;
+                            }
+                            None => self.changed(),
+                        }
+                    }
+                    // `try_recv` answers `None` when the connection was lost; `recv` would
+                    // reconnect silently and lose what was sent meanwhile.
+                    Ok(None) => {
+                        return Err(sqlx::Error::Protocol(
+                            "the listening connection was lost".into(),
+                        ));
+                    }
+                    Err(sqlx::Error::PoolClosed) => return Ok(()),
+                    Err(err) => return Err(err),
+                },
+                _ = heartbeat.tick() => {
+                    sqlx::query("UPDATE api_replicas SET alive_at = now() WHERE id = $1")
+                        .bind(replica)
+                        .execute(pool)
+                        .await?;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_change_moves_the_generation_and_nothing_is_marked_until_listening() {
+        let changes = IdentityChanges::notified();
+        assert_eq!(changes.mark().await, None);
+        changes.set_listening(true);
+        let before = changes.mark().await.expect("a mark while listening");
+        changes.changed();
+        let after = changes.mark().await.expect("a mark while listening");
+        assert_ne!(before, after);
+        changes.set_listening(false);
+        assert_eq!(changes.mark().await, None);
+    }
+}
