@@ -193,6 +193,27 @@ impl TestApp {
         }
     }
 
+    /// The member id (`usr_`) of `email` in organization `acme`, as `admin` reads the list.
+    pub async fn member_id(&self, admin: &Session, email: &str) -> String {
+        let list = self
+            .call(
+                As::Session(admin),
+                Method::GET,
+                "/v1/orgs/acme/members",
+                None,
+            )
+            .await;
+        assert_eq!(list.status.as_u16(), 200, "{}", list.body);
+        list.json()["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["email"] == email)
+            .and_then(|m| m["id"].as_str())
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{email} is a member"))
+    }
+
     /// Creates an API token with `role` through the API, as `admin`; its `sat_` value.
     pub async fn api_token(&self, admin: &Session, slug: &str, role: Role) -> String {
         let response = self

@@ -6,26 +6,6 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tests::{As, TestApp, identity::session_cookie};
 
-async fn member_id(app: &TestApp, admin: &tests::Session, email: &str) -> String {
-    let list = app
-        .call(
-            As::Session(admin),
-            Method::GET,
-            "/v1/orgs/acme/members",
-            None,
-        )
-        .await;
-    assert_eq!(list.status.as_u16(), 200, "{}", list.body);
-    list.json()["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["email"] == email)
-        .and_then(|m| m["id"].as_str())
-        .map(str::to_owned)
-        .unwrap_or_else(|| panic!("{email} is a member"))
-}
-
 fn actions(events: &Value) -> Vec<String> {
     events["items"]
         .as_array()
@@ -40,7 +20,7 @@ async fn the_last_owner_can_be_neither_demoted_nor_removed() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
     let admin = app.member("acme", Role::Admin, "admin@acme.test").await;
-    let owner_id = member_id(&app, &owner, "owner@acme.test").await;
+    let owner_id = app.member_id(&owner, "owner@acme.test").await;
     let path = format!("/v1/orgs/acme/members/{owner_id}");
 
     let demote = app
@@ -77,7 +57,7 @@ async fn the_last_owner_can_be_neither_demoted_nor_removed() {
     unknown_role.assert_problem(400, "invalid-request");
 
     // With a second owner, the first may step down.
-    let admin_id = member_id(&app, &owner, "admin@acme.test").await;
+    let admin_id = app.member_id(&owner, "admin@acme.test").await;
     let promote = app
         .call(
             As::Session(&owner),
@@ -263,8 +243,8 @@ async fn an_invitation_is_refused_once_its_inviter_may_no_longer_invite() {
     let from_demoted = app.emailed_token("b@acme.test").await;
     let from_owner = app.emailed_token("c@acme.test").await;
 
-    let leaving_id = member_id(&app, &owner, "leaving@acme.test").await;
-    let demoted_id = member_id(&app, &owner, "demoted@acme.test").await;
+    let leaving_id = app.member_id(&owner, "leaving@acme.test").await;
+    let demoted_id = app.member_id(&owner, "demoted@acme.test").await;
     let removed = app
         .call(
             As::Session(&owner),

@@ -58,26 +58,6 @@ async fn warm(app: &TestApp, other: &Replica, who: As<'_>, path: &str, status: u
     }
 }
 
-async fn member_id(app: &TestApp, owner: &Session, email: &str) -> String {
-    let members = app
-        .call(
-            As::Session(owner),
-            Method::GET,
-            "/v1/orgs/acme/members",
-            None,
-        )
-        .await;
-    assert_eq!(members.status.as_u16(), 200, "{}", members.body);
-    members.json()["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .find(|member| member["email"] == email)
-        .and_then(|member| member["id"].as_str())
-        .expect("the member is listed")
-        .to_owned()
-}
-
 #[tokio::test]
 async fn an_api_token_revoked_at_one_replica_is_refused_at_the_next_request_of_another() {
     let (app, owner, other) = two_replicas().await;
@@ -123,7 +103,7 @@ async fn a_member_removed_at_one_replica_is_refused_at_the_next_request_of_anoth
     let (app, owner, other) = two_replicas().await;
     let member = app.member("acme", Role::Operator, "op@acme.test").await;
     warm(&app, &other, As::Session(&member), "/v1/orgs/acme", 200).await;
-    let id = member_id(&app, &owner, "op@acme.test").await;
+    let id = app.member_id(&owner, "op@acme.test").await;
 
     let removed = app
         .call(
@@ -171,7 +151,7 @@ async fn a_role_changed_at_one_replica_is_in_force_at_the_next_request_of_anothe
     )
     .await;
     warm(&app, &other, As::Session(&member), "/v1/me", 200).await;
-    let id = member_id(&app, &owner, "admin@acme.test").await;
+    let id = app.member_id(&owner, "admin@acme.test").await;
 
     let changed = app
         .call(
