@@ -9,10 +9,10 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Utc};
 use entities::{scim_group_members, scim_groups, scim_users};
 use platform::ids::{AccountId, ScimGroupId};
-use scim_v2::filter::{AttrExp, CompValue, CompareOp, Filter, PatchPath, ValFilter};
+use scim_v2::filter::{AttrExp, CompValue, CompareOp, PatchPath, ValFilter};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    PaginatorTrait, QueryFilter, QueryOrder, Set,
 };
 use uuid::Uuid;
 
@@ -21,7 +21,7 @@ use super::{
     resources::{
         GROUP_SCHEMA, Group, GroupInput, GroupList, LIST_SCHEMA, Meta, PatchOperation, Reference,
     },
-    users::{Paging, text, user_location},
+    users::{Paging, eq_filter, text, user_location},
     wire::ScimError,
 };
 use crate::{AppState, http::scope::OrgScope};
@@ -32,23 +32,6 @@ fn location(state: &AppState, id: Uuid) -> String {
         crate::scim::token::base_url(state),
         ScimGroupId::from(id)
     )
-}
-
-/// The `displayName eq "…"` of a filter; any other filter is `invalidFilter`.
-fn display_name_filter(raw: &str) -> Result<String, ScimError> {
-    let filter: Filter = raw
-        .parse()
-        .map_err(|e| ScimError::filter(format!("The filter cannot be read: {e}")))?;
-    match filter {
-        Filter::Attr(AttrExp::Comparison(path, CompareOp::Eq, CompValue::Str(value)))
-            if path.name.eq_ignore_ascii_case("displayName") && path.sub_attr.is_none() =>
-        {
-            Ok(value)
-        }
-        _ => Err(ScimError::filter(
-            "Only filter=displayName eq \"…\" is supported on Groups.",
-        )),
-    }
 }
 
 async fn find<C: ConnectionTrait>(
@@ -134,22 +117,17 @@ pub async fn list(
 ) -> Result<GroupList, ScimError> {
     let mut query = scope.rows::<scim_groups::Entity>();
     if let Some(raw) = filter.map(str::trim).filter(|f| !f.is_empty()) {
-        let name = display_name_filter(raw)?;
+        let name = eq_filter(raw, "displayName", GROUP_SCHEMA)?;
         query = query.filter(scim_groups::Column::DisplayNameKey.eq(name.to_lowercase()));
     }
     let db = &state.db.orm;
-    let total = query.clone().count(db).await?;
-    let rows = if paging.count == 0 {
-        Vec::new()
-    } else {
-        query
-            .order_by_asc(scim_groups::Column::CreatedAt)
-            .order_by_asc(scim_groups::Column::Id)
-            .offset(paging.offset())
-            .limit(paging.count)
-            .all(db)
-            .await?
-    };
+    let (total, rows) = paging
+        .fetch(
+            db,
+            query,
+            [scim_groups::Column::CreatedAt, scim_groups::Column::Id],
+        )
+        .await?;
     let resources = resources(state, db, scope, rows).await?;
     Ok(GroupList {
         schemas: vec![LIST_SCHEMA.to_owned()],

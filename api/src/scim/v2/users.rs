@@ -12,8 +12,8 @@ use entities::{accounts, scim_group_members, scim_groups, scim_users};
 use platform::ids::{AccountId, ScimGroupId};
 use scim_v2::filter::{AttrExp, CompValue, CompareOp, Filter, PatchPath, ValFilter};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, Set,
 };
 use uuid::Uuid;
 
@@ -58,6 +58,55 @@ impl Paging {
     pub fn offset(&self) -> u64 {
         self.start_index - 1
     }
+
+    /// How many rows `query` finds, and this page of them in the order of `order` (the second
+    /// column breaks ties); none are read for a page of `count` 0.
+    pub async fn fetch<E: EntityTrait>(
+        &self,
+        db: &DatabaseConnection,
+        query: Select<E>,
+        order: [E::Column; 2],
+    ) -> Result<(u64, Vec<E::Model>), ScimError>
+    where
+        E::Model: Send + Sync,
+    {
+        let total = query.clone().count(db).await?;
+        if self.count == 0 {
+            return Ok((total, Vec::new()));
+        }
+        let [first, then] = order;
+        let rows = query
+            .order_by_asc(first)
+            .order_by_asc(then)
+            .offset(self.offset())
+            .limit(self.count)
+            .all(db)
+            .await?;
+        Ok((total, rows))
+    }
+}
+
+/// The value of `filter=<attribute> eq "…"`, the one filter form a list supports (RFC 7644
+/// §3.4.2.2); the attribute's name may carry the resource's `schema` URI.
+pub fn eq_filter(raw: &str, attribute: &str, schema: &str) -> Result<String, ScimError> {
+    let filter: Filter = raw
+        .parse()
+        .map_err(|e| ScimError::filter(format!("The filter cannot be read: {e}")))?;
+    match filter {
+        Filter::Attr(AttrExp::Comparison(path, CompareOp::Eq, CompValue::Str(value)))
+            if path.name.eq_ignore_ascii_case(attribute)
+                && path.sub_attr.is_none()
+                && path
+                    .uri
+                    .as_deref()
+                    .is_none_or(|uri| uri.eq_ignore_ascii_case(schema)) =>
+        {
+            Ok(value)
+        }
+        _ => Err(ScimError::filter(format!(
+            "Only filter={attribute} eq \"…\" is supported here."
+        ))),
+    }
 }
 
 pub fn text(field: &str, value: &str) -> Result<String, ScimError> {
@@ -83,28 +132,6 @@ pub fn user_location(state: &AppState, id: Uuid) -> String {
         crate::scim::token::base_url(state),
         AccountId::from(id)
     )
-}
-
-/// The `userName eq "…"` of a filter; any other filter is `invalidFilter`.
-pub fn user_name_filter(raw: &str) -> Result<String, ScimError> {
-    let filter: Filter = raw
-        .parse()
-        .map_err(|e| ScimError::filter(format!("The filter cannot be read: {e}")))?;
-    match filter {
-        Filter::Attr(AttrExp::Comparison(path, CompareOp::Eq, CompValue::Str(value)))
-            if path.name.eq_ignore_ascii_case("userName")
-                && path.sub_attr.is_none()
-                && path
-                    .uri
-                    .as_deref()
-                    .is_none_or(|uri| uri.eq_ignore_ascii_case(USER_SCHEMA)) =>
-        {
-            Ok(value)
-        }
-        _ => Err(ScimError::filter(
-            "Only filter=userName eq \"…\" is supported on Users.",
-        )),
-    }
 }
 
 /// The user's editable attributes, as a PATCH or a replace builds them.
@@ -529,22 +556,17 @@ pub async fn list(
 ) -> Result<UserList, ScimError> {
     let mut query = scope.rows::<scim_users::Entity>();
     if let Some(raw) = filter.map(str::trim).filter(|f| !f.is_empty()) {
-        let user_name = user_name_filter(raw)?;
+        let user_name = eq_filter(raw, "userName", USER_SCHEMA)?;
         query = query.filter(scim_users::Column::UserNameKey.eq(user_name.to_lowercase()));
     }
     let db = &state.db.orm;
-    let total = query.clone().count(db).await?;
-    let rows = if paging.count == 0 {
-        Vec::new()
-    } else {
-        query
-            .order_by_asc(scim_users::Column::CreatedAt)
-            .order_by_asc(scim_users::Column::AccountId)
-            .offset(paging.offset())
-            .limit(paging.count)
-            .all(db)
-            .await?
-    };
+    let (total, rows) = paging
+        .fetch(
+            db,
+            query,
+            [scim_users::Column::CreatedAt, scim_users::Column::AccountId],
+        )
+        .await?;
     let resources = resources(state, db, scope, rows).await?;
     Ok(UserList {
         schemas: vec![LIST_SCHEMA.to_owned()],
@@ -783,11 +805,11 @@ mod tests {
     #[test]
     fn only_user_name_eq_is_a_filter() {
         assert_eq!(
-            user_name_filter(r#"userName eq "Ann@Acme.test""#).ok(),
+            eq_filter(r#"userName eq "Ann@Acme.test""#, "userName", USER_SCHEMA).ok(),
             Some("Ann@Acme.test".to_owned())
         );
         assert_eq!(
-            user_name_filter(r#"username EQ "a""#).ok(),
+            eq_filter(r#"username EQ "a""#, "userName", USER_SCHEMA).ok(),
             Some("a".to_owned())
         );
         for bad in [
@@ -797,7 +819,7 @@ mod tests {
             "userName eq",
             r#"displayName eq "a""#,
         ] {
-            let err = user_name_filter(bad).expect_err(bad);
+            let err = eq_filter(bad, "userName", USER_SCHEMA).expect_err(bad);
             assert_eq!(err.scim_type, Some("invalidFilter"), "{bad}");
         }
     }
