@@ -25,6 +25,11 @@ use crate::status::ProposalStatus;
 /// What identifies one cached changelog.
 pub type Key = (String, String, String);
 
+/// A `pending` changelog untouched for this long has no fetch coming: its job was lost (the
+/// database failed it through every retry) or its retry was never queued. Retries wait at most
+/// 30 minutes, so an hour leaves room for a busy queue.
+pub const STRANDED_AFTER: chrono::Duration = chrono::Duration::hours(1);
+
 /// The idempotency key of a fetch (attempt 0) or of a retry.
 pub fn job_key(job: &FetchChangelog) -> String {
     format!(
@@ -157,6 +162,42 @@ fn pending_row(
         fetched_at: Set(None),
         updated_at: Set(now),
     })
+}
+
+/// Queues again the fetch of every stranded changelog ([`STRANDED_AFTER`]; at most 1,000 a
+/// run), at the attempt it had reached, under a key of this hour: a job of that attempt still
+/// coming after all finds the attempt made and does nothing. Returns how many were queued.
+pub async fn requeue_stranded(db: &Database, now: DateTime<Utc>) -> anyhow::Result<usize> {
+    let stranded: Vec<(String, String, String, i32)> = changelogs::Entity::find()
+        .select_only()
+        .column(changelogs::Column::Distro)
+        .column(changelogs::Column::Source)
+        .column(changelogs::Column::Version)
+        .column(changelogs::Column::Attempts)
+        .filter(changelogs::Column::Status.eq(PENDING))
+        .filter(changelogs::Column::UpdatedAt.lt(now - STRANDED_AFTER))
+        .limit(1000)
+        .into_tuple()
+        .all(&db.orm)
+        .await?;
+    let hour = now.timestamp().div_euclid(3600);
+    let jobs: Vec<(String, FetchChangelog)> = stranded
+        .into_iter()
+        .map(|(distro, source, version, attempt)| {
+            let job = FetchChangelog {
+                distro,
+                source,
+                version,
+                attempt,
+            };
+            (format!("{}:again:{hour}", job_key(&job)), job)
+        })
+        .collect();
+    let queued = jobs.len();
+    if queued > 0 {
+        Queue::new(db).push_unique_many(jobs).await?;
+    }
+    Ok(queued)
 }
 
 /// The cache row of `job`, made pending when there is none.

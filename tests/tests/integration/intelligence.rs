@@ -684,3 +684,51 @@ async fn agent_releases_answer_the_manifest_stable_first_and_keep_it_through_bad
     .assert_problem(404, "not-found");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_pending_changelog_whose_fetch_was_lost_is_fetched_again_by_the_housekeeping() {
+    let mut routes = BTreeMap::new();
+    routes.insert(
+        "/ubuntu/main/o/openssl/openssl_3.0.19-1~deb12u2/changelog".to_owned(),
+        gzipped(fixture("openssl")),
+    );
+    let archive = archive(routes).await;
+    let app = TestApp::builder()
+        .without_worker()
+        .changelog_urls(&archive.url(UBUNTU), &archive.url(DEBIAN))
+        .start()
+        .await;
+    // A row left pending with its job gone (as when the database failed the job for good).
+    let wanted = [(
+        "ubuntu".to_owned(),
+        "openssl".to_owned(),
+        "3.0.19-1~deb12u2".to_owned(),
+    )];
+    domain::intel::cache::queue_missing(&app.state.db, wanted.into(), app.clock_now())
+        .await
+        .expect("queue the fetch");
+    app.fail_jobs_for_good("changelog.fetch").await;
+    assert_eq!(cached(&app, "openssl").await.status, "pending");
+
+    let housekeeping = |hour: String| platform::jobs::Housekeeping { hour };
+    // Within the hour it is not taken for lost: a fetch may still be on its way.
+    app.state
+        .queue
+        .push(housekeeping(app.clock_now().to_rfc3339()))
+        .await
+        .expect("queue housekeeping");
+    app.run_pending_jobs().await;
+    assert_eq!(cached(&app, "openssl").await.status, "pending");
+
+    app.clock.advance(chrono::Duration::minutes(61));
+    app.state
+        .queue
+        .push(housekeeping(app.clock_now().to_rfc3339()))
+        .await
+        .expect("queue housekeeping");
+    app.run_pending_jobs().await;
+    let row = cached(&app, "openssl").await;
+    assert_eq!(row.status, "available", "{row:?}");
+    assert_eq!(archive.received().len(), 1, "fetched once");
+    app.stop().await;
+}

@@ -5,7 +5,8 @@
 //! missing row is (api `rate_limit`), so this forgets nothing, and the table holds only the
 //! last hour's callers however many addresses come and go. Payment events received over 30
 //! days ago are forgotten: the processor redelivers for days, not weeks, and a signature over
-//! 300 s old is refused anyway, so no event can come back once its record is gone.
+//! 300 s old is refused anyway, so no event can come back once its record is gone. A `pending`
+//! changelog with no fetch coming is queued again (`domain::intel::cache::requeue_stranded`).
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
@@ -82,6 +83,15 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
             .await?
             .rows_affected
     };
-    tracing::info!(hour = %job.hour, jobs, workers, buckets, payment_events, "housekeeping done");
+    let changelogs = domain::intel::cache::requeue_stranded(&deps.db, now).await?;
+    tracing::info!(
+        hour = %job.hour,
+        jobs,
+        workers,
+        buckets,
+        payment_events,
+        changelogs,
+        "housekeeping done"
+    );
     Ok(())
 }
