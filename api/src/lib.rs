@@ -110,6 +110,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        agent_keys: Default::default(),
     };
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = http::server::bind(config.bind).await?;

@@ -20,4 +20,6 @@ pub struct AppState {
     pub outbound: Outbound,
     /// Identity providers' discovery documents and key sets, cached per issuer.
     pub sso: Arc<crate::sso::provider::Providers>,
+    /// Certified agent keys this process has seen (what never changes about them).
+    pub agent_keys: Arc<crate::agent::keys::KeyCache>,
 }

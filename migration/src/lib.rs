@@ -15,6 +15,7 @@ mod m20261124_000200_notifications;
 mod m20261124_000300_sso;
 mod m20261124_000400_scim;
 mod m20261124_000500_intelligence;
+mod m20261126_000100_host_inventories;
 
 pub struct Migrator;
 
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000300_sso::Migration),
             Box::new(m20261124_000400_scim::Migration),
             Box::new(m20261124_000500_intelligence::Migration),
+            Box::new(m20261126_000100_host_inventories::Migration),
         ]
     }
 }

@@ -251,6 +251,7 @@ impl TestAppBuilder {
             outbound: platform::outbound::Outbound::new(&config.outbound_settings())
                 .expect("outbound client"),
             sso: Default::default(),
+            agent_keys: Default::default(),
         };
         let shutdown = CancellationToken::new();
         let bound = api::http::server::bind(config.bind).await.expect("bind");

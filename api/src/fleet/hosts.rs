@@ -666,6 +666,7 @@ impl HostsApi {
         let releases = super::agent_releases::channels(&txn).await?;
         let view = host_view(updated, groups, proposals, &releases)?;
         txn.commit().await?;
+        state.agent_keys.forget_host(host.id);
         state
             .queue
             .push(platform::jobs::EvaluateHost { host_id: host.id })

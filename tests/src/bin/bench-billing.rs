@@ -171,6 +171,7 @@ async fn state(config: &Arc<Config>, db: &Database) -> anyhow::Result<api::AppSt
         agent_ca: api::agent::ca::load_or_create(db, config, &SystemClock).await?,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        agent_keys: Default::default(),
     })
 }
 

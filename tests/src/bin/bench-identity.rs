@@ -82,6 +82,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        agent_keys: Default::default(),
     };
     // One organization with its owner, signed in.
     let now = SystemClock.now();

@@ -1206,6 +1206,7 @@ async fn http(
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        agent_keys: Default::default(),
     };
     let shutdown = CancellationToken::new();
     let bound = api::http::server::bind(config.bind).await?;

@@ -84,6 +84,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         agent_ca,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        agent_keys: Default::default(),
     };
     let now = SystemClock.now();
     let org = organizations::ActiveModel {

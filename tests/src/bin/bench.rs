@@ -350,6 +350,7 @@ async fn http(args: HttpArgs) -> anyhow::Result<()> {
         agent_ca: api::agent::ca::load_or_create(&db, &config, &SystemClock).await?,
         outbound: platform::outbound::Outbound::new(&config.outbound_settings())?,
         sso: Default::default(),
+        agent_keys: Default::default(),
     };
     let bound = api::http::server::bind(config.bind).await?;
     let stack_addr = bound.local_addr;
