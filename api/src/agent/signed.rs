@@ -29,11 +29,7 @@ use sea_orm::{
 };
 use serde::de::DeserializeOwned;
 
-use super::{
-    body,
-    keys::CertifiedKey,
-    limits,
-};
+use super::{body, keys::CertifiedKey, limits};
 use crate::{
     AppState,
     http::error::ApiError,

@@ -307,7 +307,11 @@ fn fingerprint(parts: &[Option<&str>]) -> String {
     hex
 }
 
-fn package_fingerprint(version: &str, source_name: Option<&str>, source_version: Option<&str>) -> String {
+fn package_fingerprint(
+    version: &str,
+    source_name: Option<&str>,
+    source_version: Option<&str>,
+) -> String {
     fingerprint(&[Some(version), source_name, source_version])
 }
 
@@ -399,23 +403,25 @@ pub async fn replace_inventory(
     if let Some(packages) = &check_in.packages {
         let mut wanted: BTreeMap<Key, (String, host_packages::ActiveModel)> = BTreeMap::new();
         for p in packages {
-            wanted.entry((p.name.clone(), p.arch.clone())).or_insert_with(|| {
-                (
-                    package_fingerprint(
-                        &p.version,
-                        p.source_name.as_deref(),
-                        p.source_version.as_deref(),
-                    ),
-                    host_packages::ActiveModel {
-                        host_id: Set(host_id),
-                        name: Set(p.name.clone()),
-                        arch: Set(p.arch.clone()),
-                        version: Set(p.version.clone()),
-                        source_name: Set(p.source_name.clone()),
-                        source_version: Set(p.source_version.clone()),
-                    },
-                )
-            });
+            wanted
+                .entry((p.name.clone(), p.arch.clone()))
+                .or_insert_with(|| {
+                    (
+                        package_fingerprint(
+                            &p.version,
+                            p.source_name.as_deref(),
+                            p.source_version.as_deref(),
+                        ),
+                        host_packages::ActiveModel {
+                            host_id: Set(host_id),
+                            name: Set(p.name.clone()),
+                            arch: Set(p.arch.clone()),
+                            version: Set(p.version.clone()),
+                            source_name: Set(p.source_name.clone()),
+                            source_version: Set(p.source_version.clone()),
+                        },
+                    )
+                });
         }
         written.packages = Set(Some(JsonText::new(&listed(&wanted))?));
         columns.push(host_inventories::Column::Packages);
@@ -570,9 +576,9 @@ pub const TOUCH_EVERY: Duration = Duration::seconds(60);
 /// Whether a check-in at `now` must write `last_seen_at` (and `status` = `online`).
 pub fn touch_due(host: &hosts::Model, now: DateTime<Utc>) -> bool {
     host.status != domain::HostStatus::Online.as_str()
-        || host.last_seen_at.is_none_or(|seen| {
-            now - seen >= TOUCH_EVERY || seen.date_naive() != now.date_naive()
-        })
+        || host
+            .last_seen_at
+            .is_none_or(|seen| now - seen >= TOUCH_EVERY || seen.date_naive() != now.date_naive())
 }
 
 /// Writes the columns of `next` that differ from `host` (the row as read), in one statement;

@@ -205,9 +205,7 @@ async fn stored(app: &TestApp, host_id: Uuid) -> (Vec<(String, String, String)>,
 #[tokio::test]
 async fn inventories_compared_by_fingerprint_are_stored_exactly_as_reported() {
     let (app, agent, host_id) = checked_in().await;
-    let package = |name: &str, version: &str, source: Option<&str>| {
-        json!({"name": name, "version": version, "arch": "amd64", "source_name": source})
-    };
+    let package = |name: &str, version: &str, source: Option<&str>| json!({"name": name, "version": version, "arch": "amd64", "source_name": source});
     let update = |name: &str, to: &str, advisory: Option<&str>| {
         let advisories: Vec<Value> = advisory
             .map(|id| json!({"external_id": id, "source": "usn"}))
@@ -220,7 +218,11 @@ async fn inventories_compared_by_fingerprint_are_stored_exactly_as_reported() {
         &app,
         &agent,
         "one",
-        json!([package("a", "1", None), package("b", "1", None), package("c", "1", Some("c-src"))]),
+        json!([
+            package("a", "1", None),
+            package("b", "1", None),
+            package("c", "1", Some("c-src"))
+        ]),
         json!([update("a", "2", None), update("b", "2", None)]),
     )
     .await;
@@ -237,7 +239,11 @@ async fn inventories_compared_by_fingerprint_are_stored_exactly_as_reported() {
         &app,
         &agent,
         "two",
-        json!([package("a", "2", None), package("c", "1", Some("c-other")), package("d", "1", None)]),
+        json!([
+            package("a", "2", None),
+            package("c", "1", Some("c-other")),
+            package("d", "1", None)
+        ]),
         json!([update("a", "2", None), update("b", "2", Some("USN-1"))]),
     )
     .await;
