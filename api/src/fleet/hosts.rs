@@ -116,6 +116,8 @@ pub struct Host {
     /// decommissioned; unknown values pass through.
     pub status: String,
     pub enrolled_at: DateTime<Utc>,
+    /// The host's last check-in, to within a minute (a check-in writes it at most once a
+    /// minute); null before the first.
     #[oai(nullable)]
     pub last_seen_at: Option<DateTime<Utc>>,
     #[oai(nullable)]
