@@ -136,6 +136,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
         sso: Default::default(),
         identity: Default::default(),
         buckets: Default::default(),
+        agent_keys: Default::default(),
     };
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = http::server::bind(config.bind).await?;

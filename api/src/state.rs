@@ -24,4 +24,6 @@ pub struct AppState {
     pub identity: Arc<crate::http::identity_cache::IdentityCache>,
     /// Organizations' request limits, when this replica keeps them (`RATE_LIMIT_STORE=memory`).
     pub buckets: Arc<crate::http::rate_limit::Buckets>,
+    /// Certified agent keys this process has seen (what never changes about them).
+    pub agent_keys: Arc<crate::agent::keys::KeyCache>,
 }

@@ -17,6 +17,7 @@ pub mod group_hosts;
 pub mod groups;
 pub mod host_days;
 pub mod host_events;
+pub mod host_inventories;
 pub mod host_jobs;
 pub mod host_keys;
 pub mod host_labels;

@@ -16,6 +16,7 @@ mod m20261124_000300_sso;
 mod m20261124_000400_scim;
 mod m20261124_000500_intelligence;
 mod m20261126_000100_identity_changes;
+mod m20261126_000200_host_inventories;
 
 pub struct Migrator;
 
@@ -33,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000400_scim::Migration),
             Box::new(m20261124_000500_intelligence::Migration),
             Box::new(m20261126_000100_identity_changes::Migration),
+            Box::new(m20261126_000200_host_inventories::Migration),
         ]
     }
 }

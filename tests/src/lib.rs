@@ -262,6 +262,7 @@ impl TestAppBuilder {
             sso: Default::default(),
             identity: Default::default(),
             buckets: Default::default(),
+            agent_keys: Default::default(),
         };
         let shutdown = CancellationToken::new();
         let bound = api::http::server::bind(config.bind).await.expect("bind");

@@ -13,7 +13,7 @@ use poem_openapi::{
     registry::{MetaMediaType, MetaRequest, Registry},
     types::Type,
 };
-use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, TryIntoModel, sea_query::Expr};
 use serde::{Deserialize, de::DeserializeOwned};
 
 use super::{
@@ -220,6 +220,9 @@ impl AgentApi {
         let host = store::enrol_host(&txn, &token, &request.facts, now, &default_plan).await?;
         let issued = certify(&state, &txn, &host, &request.csr, now).await?;
         txn.commit().await?;
+        // A re-bound host's earlier keys were revoked (the nonce statement would refuse them
+        // anyway; this keeps the refusal's logged reason exact).
+        state.agent_keys.forget_host(host.id);
         state.queue.dispatch_notifications().await;
         Ok(EnrollAnswer::Created(Json(Enrolled {
             host_id: HostId::from(host.id),
@@ -259,59 +262,84 @@ impl AgentApi {
         }
         validate::check_in(&body)?;
         let now = state.clock.now();
-        let txn = state.db.begin_write().await?;
-        // The first check-in is decided by one conditional update, so two at once cannot both
-        // believe they are first.
-        let first = host.last_seen_at.is_none()
-            && scope
-                .update_rows::<hosts::Entity>()
-                .col_expr(hosts::Column::LastSeenAt, Expr::value(now))
-                .filter(hosts::Column::Id.eq(host.id))
-                .filter(hosts::Column::LastSeenAt.is_null())
-                .exec(&txn)
-                .await?
-                .rows_affected
-                == 1;
-        if first
-            && let Some(token_id) = host.enrollment_token_id
-            && !store::charge_token(&txn, scope, token_id).await?
-        {
-            return Err(ApiError::forbidden("The enrollment token is used up or revoked.").into());
-        }
-        let gap = store::after_gap(&host, now);
         let inventory = body.packages.is_some() || body.updates.is_some();
-        let mut changed: hosts::ActiveModel = host.clone().into();
-        store::apply_facts(&mut changed, &body.facts)?;
-        changed.last_seen_at = Set(Some(now));
-        changed.status = Set(domain::HostStatus::Online.to_string());
-        changed.reboot_required = Set(body.reboot_required);
+        // The row as this check-in leaves it; only the columns that differ are written.
+        let mut next: hosts::ActiveModel = host.clone().into();
+        store::apply_facts(&mut next, &body.facts)?;
+        let mut next = next.try_into_model()?;
+        next.reboot_required = body.reboot_required;
         if let Some(services) = &body.services_need_restart {
-            changed.services_need_restart = Set(JsonText::new(services)?);
+            next.services_need_restart = JsonText::new(services)?;
         }
         if let Some(held) = &body.held_packages {
-            changed.held_packages = Set(JsonText::new(held)?);
+            next.held_packages = JsonText::new(held)?;
         }
         if inventory {
-            store::replace_inventory(&txn, host.id, &body).await?;
-            changed.release_upgrade = Set(body
+            next.release_upgrade = body
                 .release_upgrade
                 .clone()
                 .map(|offer| JsonText::new(&OfferedUpgrade::from(offer)))
-                .transpose()?);
-            changed.inventory_digest = Set(Some(body.inventory_digest.clone()));
-            changed.last_inventory_at = Set(Some(now));
+                .transpose()?;
+            next.inventory_digest = Some(body.inventory_digest.clone());
+            next.last_inventory_at = Some(now);
         }
-        changed.updated_at = Set(now);
-        let updated = changed.update(&txn).await?;
-        if gap {
-            record_event(&txn, &updated, "checked_in_after_gap", None, now).await?;
+        if next != host {
+            next.updated_at = now;
         }
-        // Every check-in records its UTC day, so one earlier today already did.
-        if host.last_seen_at.map(|seen| seen.date_naive()) != Some(now.date_naive()) {
-            store::record_day(&txn, &updated, now).await?;
+        if store::touch_due(&host, now) {
+            next.last_seen_at = Some(now);
+            next.status = domain::HostStatus::Online.to_string();
         }
-        let jobs = super::jobs::dispatch(&txn, scope, host.id, now).await?;
-        txn.commit().await?;
+        let gap = store::after_gap(&host, now);
+        // Every check-in records its UTC day, so one earlier today already did (and a new day
+        // is always a touch, so the next check-in knows).
+        let new_day = host.last_seen_at.map(|seen| seen.date_naive()) != Some(now.date_naive());
+        let first_possible = host.last_seen_at.is_none();
+        let mut first = false;
+        let jobs = if first_possible || inventory || gap || new_day {
+            let txn = state.db.begin_write().await?;
+            // The first check-in is decided by one conditional update, so two at once cannot
+            // both believe they are first.
+            first = first_possible
+                && scope
+                    .update_rows::<hosts::Entity>()
+                    .col_expr(hosts::Column::LastSeenAt, Expr::value(now))
+                    .filter(hosts::Column::Id.eq(host.id))
+                    .filter(hosts::Column::LastSeenAt.is_null())
+                    .exec(&txn)
+                    .await?
+                    .rows_affected
+                    == 1;
+            if first
+                && let Some(token_id) = host.enrollment_token_id
+                && !store::charge_token(&txn, scope, token_id).await?
+            {
+                return Err(
+                    ApiError::forbidden("The enrollment token is used up or revoked.").into(),
+                );
+            }
+            // The host's row first: an inventory changes it (`last_inventory_at`), and its lock,
+            // held to the commit, keeps two check-ins of the host from comparing inventories
+            // at once.
+            store::write_host(&txn, scope, &host, &next).await?;
+            if inventory {
+                store::replace_inventory(&txn, host.id, &body).await?;
+            }
+            if gap {
+                record_event(&txn, &next, "checked_in_after_gap", None, now).await?;
+            }
+            if new_day {
+                store::record_day(&txn, &next, now).await?;
+            }
+            let jobs = super::jobs::dispatch(&txn, scope, host.id, now).await?;
+            txn.commit().await?;
+            jobs
+        } else {
+            // The usual check-in: at most one statement writes (facts that changed, or
+            // `last_seen_at` once a minute), each statement its own transaction.
+            store::write_host(&state.db.orm, scope, &host, &next).await?;
+            super::jobs::dispatch(&state.db.orm, scope, host.id, now).await?
+        };
         if inventory || first {
             // One evaluation per check-in that changed something: the time is in the key, so an
             // inventory that returns to an earlier digest is evaluated again.
@@ -327,9 +355,9 @@ impl AgentApi {
                 .await?;
         }
         let send_inventory =
-            updated.inventory_digest.as_deref() != Some(body.inventory_digest.as_str());
+            next.inventory_digest.as_deref() != Some(body.inventory_digest.as_str());
         Ok(Json(CheckInAnswer {
-            next_check_in_s: updated.check_in_interval_s,
+            next_check_in_s: next.check_in_interval_s,
             jobs,
             send_inventory,
         }))

@@ -6,6 +6,7 @@ pub mod body;
 pub mod ca;
 pub mod facts;
 pub mod jobs;
+pub mod keys;
 pub mod limits;
 pub mod signed;
 pub mod store;

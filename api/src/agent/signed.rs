@@ -1,6 +1,6 @@
 //! Signed agent requests (RFC 9421): the one way an agent call is authenticated. The extractor
 //! works on the request's head first: it checks freshness, finds the key the service
-//! certified under `keyid`, verifies the signature (which covers the announced
+//! certified under `keyid` (remembered per process: `super::keys`), verifies the signature (which covers the announced
 //! `Content-Digest`), refuses a nonce seen before (in the database, so across replicas), and
 //! takes the call from the host's limit. Only then does it read the body, up to 16 MiB,
 //! holding it to the announced digest as it streams in, and decode the JSON.
@@ -12,9 +12,11 @@
 //! Every refusal is 401 `unauthenticated` without saying which check failed; the reason is
 //! logged.
 
+use std::sync::{Arc, LazyLock};
+
 use chrono::{DateTime, Utc};
-use entities::{host_keys, hosts};
-use platform::http_signature::{self, ParsedSignature, PublicKey, RequestHead};
+use entities::{agent_nonces, host_keys, hosts};
+use platform::http_signature::{self, ParsedSignature, RequestHead};
 use platform::ids::HostId;
 use poem::{Request, RequestBody};
 use poem_openapi::{
@@ -22,20 +24,22 @@ use poem_openapi::{
     registry::{MetaMediaType, MetaRequest, Registry},
     types::Type,
 };
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, Statement, sea_query::Expr,
+};
 use serde::de::DeserializeOwned;
 
-use super::{body, limits};
+use super::{body, keys::CertifiedKey, limits};
 use crate::{
     AppState,
     http::error::ApiError,
-    http::scope::{Credential, OrgScope},
+    http::scope::{Credential, OrgScope, Untenanted},
 };
 
 /// An authenticated agent request with body `T`.
 pub struct Signed<T> {
     pub host: hosts::Model,
-    pub key: host_keys::Model,
+    pub key: Arc<CertifiedKey>,
     pub body: T,
 }
 
@@ -63,11 +67,17 @@ fn authority(state: &AppState) -> String {
 
 /// Verifies the request's head and returns the host and key it is signed by, with what its
 /// body must turn out to be. Reads nothing of the body.
+///
+/// A key this process has seen before is taken from [`super::keys::KeyCache`] (what never
+/// changes about it); one it has not is read and, once its signature verifies, remembered.
+/// Either way the nonce is recorded by one statement that also requires the key unrevoked and
+/// its host not decommissioned, and (on Postgres, in the same statement) reads the host's
+/// current row.
 pub async fn authenticate(
     state: &AppState,
     req: &Request,
     now: DateTime<Utc>,
-) -> Result<(hosts::Model, host_keys::Model, ParsedSignature), ApiError> {
+) -> Result<(hosts::Model, Arc<CertifiedKey>, ParsedSignature), ApiError> {
     let headers: Vec<(&str, &str)> = req
         .headers()
         .iter()
@@ -83,25 +93,41 @@ pub async fn authenticate(
     };
     let parsed = http_signature::parse_head(&head).map_err(refuse)?;
     parsed.params.check_fresh(now.timestamp()).map_err(refuse)?;
-    let key = host_keys::Entity::by_credential(parsed.params.key_id.as_str())
-        .one(&state.db.orm)
-        .await?
-        .ok_or_else(|| refuse("unknown keyid"))?;
-    if key.revoked_at.is_some() || key.not_after <= now {
+    let key_id = parsed.params.key_id.as_str();
+    let (key, first_seen) = match state.agent_keys.get(key_id) {
+        Some(key) => (key, false),
+        None => {
+            let row = host_keys::Entity::by_credential(key_id)
+                .one(&state.db.orm)
+                .await?
+                .ok_or_else(|| refuse("unknown keyid"))?;
+            if row.revoked_at.is_some() {
+                return Err(refuse("key revoked or certificate expired"));
+            }
+            let key = CertifiedKey::from_row(&row).map_err(refuse)?;
+            (Arc::new(key), true)
+        }
+    };
+    if key.not_after <= now {
         return Err(refuse("key revoked or certificate expired"));
     }
-    let host = OrgScope::of(key.org_id)
-        .row(HostId::from(key.host_id))
-        .one(&state.db.orm)
-        .await?
-        .ok_or_else(|| refuse("no host for key"))?;
-    if host.decommissioned_at.is_some() {
-        return Err(refuse("host decommissioned"));
+    parsed.verify(&key.public).map_err(refuse)?;
+    let host = match remember_nonce(state, &key, &parsed.params.nonce, now).await? {
+        Some(host) => host,
+        None => {
+            let reason = why_refused(state, &key, &parsed.params.nonce).await?;
+            if reason != REPLAYED {
+                state.agent_keys.forget(&key.key_id);
+            }
+            return Err(refuse(reason));
+        }
+    };
+    if first_seen {
+        // Every process retires on its first sight of a key, so the key's first use anywhere
+        // retires the earlier ones.
+        retire_earlier_keys(state, &key, now).await?;
+        state.agent_keys.insert(key.clone());
     }
-    let public = PublicKey::from_spki_der(&key.public_key).map_err(refuse)?;
-    parsed.verify(&public).map_err(refuse)?;
-    remember_nonce(state, &key.key_id, &parsed.params.nonce, now).await?;
-    retire_earlier_keys(state, &key, now).await?;
     Ok((host, key, parsed))
 }
 
@@ -109,7 +135,7 @@ pub async fn authenticate(
 /// so that the usual call (nothing to retire) writes nothing.
 async fn retire_earlier_keys(
     state: &AppState,
-    key: &host_keys::Model,
+    key: &CertifiedKey,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
     let scope = OrgScope::of(key.org_id);
@@ -134,6 +160,9 @@ async fn retire_earlier_keys(
         .filter(host_keys::Column::RevokedAt.is_null())
         .exec(&state.db.orm)
         .await?;
+    for retired in &retired {
+        state.agent_keys.forget(retired);
+    }
     tracing::info!(
         key_id = %key.key_id,
         retired = ?retired,
@@ -142,28 +171,126 @@ async fn retire_earlier_keys(
     Ok(())
 }
 
-/// Records `(key_id, nonce)`; a second use is a replay.
+/// `EXISTS (…)`: the key `param` names is usable right now (unrevoked, its host present and
+/// not decommissioned). The nonce statements below insert only when it holds.
+fn key_usable(param: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM host_keys k JOIN hosts h \
+         ON h.id = k.host_id AND h.org_id = k.org_id \
+         WHERE k.key_id = {param} AND k.revoked_at IS NULL AND h.decommissioned_at IS NULL)"
+    )
+}
+
+/// Postgres: the nonce recorded and the host's row read, in one statement.
+static NONCE_AND_HOST_PG: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH fresh AS (\
+           INSERT INTO agent_nonces (key_id, nonce, seen_at) SELECT $1, $2, $3 \
+           WHERE {} ON CONFLICT DO NOTHING RETURNING 1) \
+         SELECT * FROM hosts WHERE id = $4 AND org_id = $5 AND EXISTS (SELECT 1 FROM fresh)",
+        key_usable("$1")
+    )
+});
+
+/// SQLite: the nonce recorded (the host is read next; a round trip costs little in-process).
+static NONCE_SQLITE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO agent_nonces (key_id, nonce, seen_at) SELECT ?1, ?2, ?3 \
+         WHERE {} ON CONFLICT DO NOTHING",
+        key_usable("?1")
+    )
+});
+
+/// Records `(key_id, nonce)` if the key is still usable and the nonce new, and answers the
+/// host's current row; `None` when nothing was recorded (a replay, or a key revoked or a host
+/// decommissioned since the key was cached: [`why_refused`] tells which). The check and the
+/// insert are one statement, so a revocation committed by any process is seen by the next
+/// request. On Postgres the host's row comes back from the same statement.
+// Hand-written SQL, allowed here only: tenant rows reached by the credential (the key's id,
+// proven by the signature just verified) and the host it names, in its own organization, as
+// `Credential::by_credential` and `OrgScope::row` would (`api/clippy.toml`).
+#[allow(clippy::disallowed_methods)]
 async fn remember_nonce(
     state: &AppState,
-    key_id: &str,
+    key: &CertifiedKey,
     nonce: &str,
     now: DateTime<Utc>,
-) -> Result<(), ApiError> {
-    use entities::agent_nonces;
-    let inserted = agent_nonces::Entity::insert(agent_nonces::ActiveModel {
-        key_id: Set(key_id.to_owned()),
-        nonce: Set(nonce.to_owned()),
-        seen_at: Set(now),
-    })
-    .on_conflict_do_nothing()
-    .exec(&state.db.orm)
-    .await?;
-    if matches!(inserted, sea_orm::TryInsertResult::Conflicted) {
-        return Err(refuse("nonce replayed"));
+) -> Result<Option<hosts::Model>, ApiError> {
+    let db = &state.db.orm;
+    match db.get_database_backend() {
+        DbBackend::Postgres => {
+            let statement = Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                NONCE_AND_HOST_PG.as_str(),
+                [
+                    key.key_id.as_str().into(),
+                    nonce.into(),
+                    now.into(),
+                    key.host_id.into(),
+                    key.org_id.into(),
+                ],
+            );
+            Ok(hosts::Entity::find()
+                .from_raw_sql(statement)
+                .one(db)
+                .await?)
+        }
+        backend => {
+            let inserted = db
+                .execute_raw(Statement::from_sql_and_values(
+                    backend,
+                    NONCE_SQLITE.as_str(),
+                    [key.key_id.as_str().into(), nonce.into(), now.into()],
+                ))
+                .await?;
+            if inserted.rows_affected() != 1 {
+                return Ok(None);
+            }
+            // Nonces whose signatures can no longer be fresh are forgotten by the minutely
+            // fleet upkeep (`platform::jobs::NONCE_TTL_S`), not on every request.
+            Ok(OrgScope::of(key.org_id)
+                .row(HostId::from(key.host_id))
+                .one(db)
+                .await?)
+        }
     }
-    // Nonces whose signatures can no longer be fresh are forgotten by the minutely fleet
-    // upkeep (`platform::jobs::NONCE_TTL_S`), not on every request.
-    Ok(())
+}
+
+const REPLAYED: &str = "nonce replayed";
+
+/// Why [`remember_nonce`] recorded nothing, for the log (the caller only learns 401).
+async fn why_refused(
+    state: &AppState,
+    key: &CertifiedKey,
+    nonce: &str,
+) -> Result<&'static str, ApiError> {
+    let db = &state.db.orm;
+    let row = host_keys::Entity::by_credential(key.key_id.as_str())
+        .one(db)
+        .await?;
+    if row.is_none_or(|row| row.revoked_at.is_some()) {
+        return Ok("key revoked or certificate expired");
+    }
+    let host = OrgScope::of(key.org_id)
+        .row(HostId::from(key.host_id))
+        .one(db)
+        .await?;
+    Ok(match host {
+        None => "no host for key",
+        Some(host) if host.decommissioned_at.is_some() => "host decommissioned",
+        Some(_) => {
+            let seen = agent_nonces::Entity::rows()
+                .filter(agent_nonces::Column::KeyId.eq(key.key_id.as_str()))
+                .filter(agent_nonces::Column::Nonce.eq(nonce))
+                .one(db)
+                .await?;
+            if seen.is_some() {
+                REPLAYED
+            } else {
+                "key revoked or host decommissioned meanwhile"
+            }
+        }
+    })
 }
 
 impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Signed<T> {

@@ -6,14 +6,16 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use domain::billing::Plan;
 use entities::{
-    enrollment_tokens, host_days, host_keys, host_labels, host_packages, host_updates, hosts,
+    enrollment_tokens, host_days, host_inventories,
+    host_inventories::Fingerprints,
+    host_keys, host_labels, host_packages, host_updates, hosts,
     json::{Advisory, JsonText},
     organizations,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait,
-    PaginatorTrait, QueryFilter, QuerySelect, Set,
-    sea_query::{Expr, ExprTrait},
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, Iterable,
+    ModelTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
+    sea_query::{Expr, ExprTrait, OnConflict},
 };
 use uuid::Uuid;
 
@@ -280,47 +282,167 @@ pub async fn record_day<C: ConnectionTrait>(
     Ok(())
 }
 
+/// A fingerprint of a stored row's columns besides its key: the first 128 bits of a SHA-256
+/// over each part, length-prefixed (so that `("ab", "c")` is not `("a", "bc")`) and marked
+/// absent or present (so that `None` is not `""`).
+fn fingerprint(parts: &[Option<&str>]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let mut hasher = Sha256::new();
+    for part in parts {
+        match part {
+            Some(text) => {
+                hasher.update(b"s");
+                hasher.update((text.len() as u64).to_be_bytes());
+                hasher.update(text.as_bytes());
+            }
+            None => hasher.update(b"n"),
+        }
+    }
+    let digest = hasher.finalize();
+    let mut hex = String::with_capacity(32);
+    for byte in &digest[..16] {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+fn package_fingerprint(
+    version: &str,
+    source_name: Option<&str>,
+    source_version: Option<&str>,
+) -> String {
+    fingerprint(&[Some(version), source_name, source_version])
+}
+
+#[allow(clippy::too_many_arguments)]
+fn update_fingerprint(
+    from_version: &str,
+    to_version: &str,
+    ecosystem: &str,
+    source_name: Option<&str>,
+    security: bool,
+    requires_reboot: bool,
+    advisories: &str,
+) -> String {
+    let flag = |b: bool| if b { "1" } else { "0" };
+    fingerprint(&[
+        Some(from_version),
+        Some(to_version),
+        Some(ecosystem),
+        source_name,
+        Some(flag(security)),
+        Some(flag(requires_reboot)),
+        Some(advisories),
+    ])
+}
+
+type Key = (String, String);
+
+/// The stored fingerprints, when the host's inventory row has them readable.
+fn known(stored: Option<&JsonText<Fingerprints>>) -> Option<BTreeMap<Key, String>> {
+    let rows = stored?
+        .read()
+        .inspect_err(|err| {
+            tracing::warn!(error = %err, "stored inventory fingerprints unreadable: rows read instead");
+        })
+        .ok()?;
+    Some(rows.into_iter().map(|(n, a, f)| ((n, a), f)).collect())
+}
+
+/// The keys of `stored` to delete (gone, or changed and re-inserted), and removes from `wanted`
+/// what is stored already.
+fn difference<T>(
+    wanted: &mut BTreeMap<Key, (String, T)>,
+    stored: BTreeMap<Key, String>,
+) -> Vec<Key> {
+    let mut gone = Vec::new();
+    for (key, stored_fingerprint) in stored {
+        if wanted
+            .get(&key)
+            .is_some_and(|(fingerprint, _)| *fingerprint == stored_fingerprint)
+        {
+            wanted.remove(&key);
+        } else {
+            gone.push(key);
+        }
+    }
+    gone
+}
+
+fn listed<T>(wanted: &BTreeMap<Key, (String, T)>) -> Fingerprints {
+    wanted
+        .iter()
+        .map(|((n, a), (f, _))| (n.clone(), a.clone(), f.clone()))
+        .collect()
+}
+
 /// Brings the host's stored packages and updates in line with a reported inventory, writing
 /// only the rows that differ: a host whose inventory moved by a few packages costs a few rows,
-/// not a delete and re-insert of hundreds.
+/// not a delete and re-insert of hundreds. What is stored is known from the host's
+/// `host_inventories` row (a fingerprint per stored row, written here with the rows), so the
+/// rows themselves are read only when that is missing.
+///
+/// Concurrent check-ins of one host must not interleave here: the caller has already updated
+/// the host's row in this transaction, which holds its lock until the commit (Postgres;
+/// SQLite's write transactions are serial).
 pub async fn replace_inventory(
     txn: &DatabaseTransaction,
     host_id: Uuid,
     check_in: &CheckIn,
 ) -> Result<(), ApiError> {
+    let index = host_inventories::Entity::rows()
+        .filter(host_inventories::Column::HostId.eq(host_id))
+        .one(txn)
+        .await?;
+    let mut written = host_inventories::ActiveModel {
+        host_id: Set(host_id),
+        ..Default::default()
+    };
+    let mut columns = Vec::new();
     if let Some(packages) = &check_in.packages {
-        let mut wanted: BTreeMap<(String, String), host_packages::ActiveModel> = BTreeMap::new();
+        let mut wanted: BTreeMap<Key, (String, host_packages::ActiveModel)> = BTreeMap::new();
         for p in packages {
             wanted
                 .entry((p.name.clone(), p.arch.clone()))
-                .or_insert_with(|| host_packages::ActiveModel {
-                    host_id: Set(host_id),
-                    name: Set(p.name.clone()),
-                    arch: Set(p.arch.clone()),
-                    version: Set(p.version.clone()),
-                    source_name: Set(p.source_name.clone()),
-                    source_version: Set(p.source_version.clone()),
+                .or_insert_with(|| {
+                    (
+                        package_fingerprint(
+                            &p.version,
+                            p.source_name.as_deref(),
+                            p.source_version.as_deref(),
+                        ),
+                        host_packages::ActiveModel {
+                            host_id: Set(host_id),
+                            name: Set(p.name.clone()),
+                            arch: Set(p.arch.clone()),
+                            version: Set(p.version.clone()),
+                            source_name: Set(p.source_name.clone()),
+                            source_version: Set(p.source_version.clone()),
+                        },
+                    )
                 });
         }
-        let stored = host_packages::Entity::rows()
-            .filter(host_packages::Column::HostId.eq(host_id))
-            .all(txn)
-            .await?;
-        let mut gone = Vec::new();
-        for row in stored {
-            let key = (row.name.clone(), row.arch.clone());
-            let same = wanted.get(&key).is_some_and(|w| {
-                w.version.as_ref() == &row.version
-                    && w.source_name.as_ref() == &row.source_name
-                    && w.source_version.as_ref() == &row.source_version
-            });
-            if same {
-                wanted.remove(&key);
-            } else {
-                // Gone, or changed (re-inserted below).
-                gone.push(key);
-            }
-        }
+        written.packages = Set(Some(JsonText::new(&listed(&wanted))?));
+        columns.push(host_inventories::Column::Packages);
+        let stored = match known(index.as_ref().and_then(|i| i.packages.as_ref())) {
+            Some(stored) => stored,
+            None => host_packages::Entity::rows()
+                .filter(host_packages::Column::HostId.eq(host_id))
+                .all(txn)
+                .await?
+                .into_iter()
+                .map(|row| {
+                    let fingerprint = package_fingerprint(
+                        &row.version,
+                        row.source_name.as_deref(),
+                        row.source_version.as_deref(),
+                    );
+                    ((row.name, row.arch), fingerprint)
+                })
+                .collect(),
+        };
+        let gone = difference(&mut wanted, stored);
         for chunk in gone.chunks(DELETE_CHUNK) {
             let mut which = sea_orm::Condition::any();
             for (name, arch) in chunk {
@@ -336,7 +458,8 @@ pub async fn replace_inventory(
                 .exec(txn)
                 .await?;
         }
-        let rows: Vec<host_packages::ActiveModel> = wanted.into_values().collect();
+        let rows: Vec<host_packages::ActiveModel> =
+            wanted.into_values().map(|(_, row)| row).collect();
         for chunk in rows.chunks(CHUNK) {
             host_packages::Entity::insert_many(chunk.to_vec())
                 .exec(txn)
@@ -344,55 +467,71 @@ pub async fn replace_inventory(
         }
     }
     if let Some(updates) = &check_in.updates {
-        let mut wanted: BTreeMap<(String, String), host_updates::ActiveModel> = BTreeMap::new();
+        let mut wanted: BTreeMap<Key, (String, host_updates::ActiveModel)> = BTreeMap::new();
         for u in updates {
-            if wanted.contains_key(&(u.name.clone(), u.arch.clone())) {
+            let key = (u.name.clone(), u.arch.clone());
+            if wanted.contains_key(&key) {
                 continue;
             }
+            let advisories = JsonText::new(
+                &u.advisories
+                    .iter()
+                    .cloned()
+                    .map(Advisory::from)
+                    .collect::<Vec<_>>(),
+            )?;
+            let fingerprint = update_fingerprint(
+                &u.from_version,
+                &u.to_version,
+                &u.ecosystem,
+                u.source_name.as_deref(),
+                u.security,
+                u.requires_reboot,
+                advisories.as_str(),
+            );
             wanted.insert(
-                (u.name.clone(), u.arch.clone()),
-                host_updates::ActiveModel {
-                    host_id: Set(host_id),
-                    name: Set(u.name.clone()),
-                    arch: Set(u.arch.clone()),
-                    from_version: Set(u.from_version.clone()),
-                    to_version: Set(u.to_version.clone()),
-                    ecosystem: Set(u.ecosystem.clone()),
-                    source_name: Set(u.source_name.clone()),
-                    security: Set(u.security),
-                    requires_reboot: Set(u.requires_reboot),
-                    advisories: Set(JsonText::new(
-                        &u.advisories
-                            .iter()
-                            .cloned()
-                            .map(Advisory::from)
-                            .collect::<Vec<_>>(),
-                    )?),
-                },
+                key,
+                (
+                    fingerprint,
+                    host_updates::ActiveModel {
+                        host_id: Set(host_id),
+                        name: Set(u.name.clone()),
+                        arch: Set(u.arch.clone()),
+                        from_version: Set(u.from_version.clone()),
+                        to_version: Set(u.to_version.clone()),
+                        ecosystem: Set(u.ecosystem.clone()),
+                        source_name: Set(u.source_name.clone()),
+                        security: Set(u.security),
+                        requires_reboot: Set(u.requires_reboot),
+                        advisories: Set(advisories),
+                    },
+                ),
             );
         }
-        let stored = host_updates::Entity::rows()
-            .filter(host_updates::Column::HostId.eq(host_id))
-            .all(txn)
-            .await?;
-        let mut gone = Vec::new();
-        for row in stored {
-            let key = (row.name.clone(), row.arch.clone());
-            let same = wanted.get(&key).is_some_and(|w| {
-                w.from_version.as_ref() == &row.from_version
-                    && w.to_version.as_ref() == &row.to_version
-                    && w.ecosystem.as_ref() == &row.ecosystem
-                    && w.source_name.as_ref() == &row.source_name
-                    && w.security.as_ref() == &row.security
-                    && w.requires_reboot.as_ref() == &row.requires_reboot
-                    && w.advisories.as_ref() == &row.advisories
-            });
-            if same {
-                wanted.remove(&key);
-            } else {
-                gone.push(key);
-            }
-        }
+        written.updates = Set(Some(JsonText::new(&listed(&wanted))?));
+        columns.push(host_inventories::Column::Updates);
+        let stored = match known(index.as_ref().and_then(|i| i.updates.as_ref())) {
+            Some(stored) => stored,
+            None => host_updates::Entity::rows()
+                .filter(host_updates::Column::HostId.eq(host_id))
+                .all(txn)
+                .await?
+                .into_iter()
+                .map(|row| {
+                    let fingerprint = update_fingerprint(
+                        &row.from_version,
+                        &row.to_version,
+                        &row.ecosystem,
+                        row.source_name.as_deref(),
+                        row.security,
+                        row.requires_reboot,
+                        row.advisories.as_str(),
+                    );
+                    ((row.name, row.arch), fingerprint)
+                })
+                .collect(),
+        };
+        let gone = difference(&mut wanted, stored);
         for chunk in gone.chunks(DELETE_CHUNK) {
             let mut which = sea_orm::Condition::any();
             for (name, arch) in chunk {
@@ -408,12 +547,65 @@ pub async fn replace_inventory(
                 .exec(txn)
                 .await?;
         }
-        let rows: Vec<host_updates::ActiveModel> = wanted.into_values().collect();
+        let rows: Vec<host_updates::ActiveModel> =
+            wanted.into_values().map(|(_, row)| row).collect();
         for chunk in rows.chunks(CHUNK) {
             host_updates::Entity::insert_many(chunk.to_vec())
                 .exec(txn)
                 .await?;
         }
+    }
+    if !columns.is_empty() {
+        host_inventories::Entity::insert(written)
+            .on_conflict(
+                OnConflict::column(host_inventories::Column::HostId)
+                    .update_columns(columns)
+                    .to_owned(),
+            )
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A check-in writes `last_seen_at` at most this often (and whenever the UTC day changes or
+/// the host is not `online`), so the stored value is at most this far behind the host's last
+/// check-in: far below the three intervals after which a host counts as offline.
+pub const TOUCH_EVERY: Duration = Duration::seconds(60);
+
+/// Whether a check-in at `now` must write `last_seen_at` (and `status` = `online`).
+pub fn touch_due(host: &hosts::Model, now: DateTime<Utc>) -> bool {
+    host.status != domain::HostStatus::Online.as_str()
+        || host
+            .last_seen_at
+            .is_none_or(|seen| now - seen >= TOUCH_EVERY || seen.date_naive() != now.date_naive())
+}
+
+/// Writes the columns of `next` that differ from `host` (the row as read), in one statement;
+/// nothing when none does. Columns nobody here changed (another writer's, such as the
+/// evaluation's counts) are left alone.
+pub async fn write_host<C: ConnectionTrait>(
+    db: &C,
+    scope: OrgScope,
+    host: &hosts::Model,
+    next: &hosts::Model,
+) -> Result<(), ApiError> {
+    let mut changes: hosts::ActiveModel = host.clone().into();
+    let mut any = false;
+    for column in hosts::Column::iter() {
+        let value = next.get(column);
+        if value != host.get(column) {
+            changes.try_set(column, value)?;
+            any = true;
+        }
+    }
+    if any {
+        scope
+            .update_rows::<hosts::Entity>()
+            .set(changes)
+            .filter(hosts::Column::Id.eq(host.id))
+            .exec(db)
+            .await?;
     }
     Ok(())
 }

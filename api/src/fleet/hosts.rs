@@ -116,6 +116,8 @@ pub struct Host {
     /// decommissioned; unknown values pass through.
     pub status: String,
     pub enrolled_at: DateTime<Utc>,
+    /// The host's last check-in, to within a minute (a check-in writes it at most once a
+    /// minute); null before the first.
     #[oai(nullable)]
     pub last_seen_at: Option<DateTime<Utc>>,
     #[oai(nullable)]
@@ -666,6 +668,7 @@ impl HostsApi {
         let releases = super::agent_releases::channels(&txn).await?;
         let view = host_view(updated, groups, proposals, &releases)?;
         txn.commit().await?;
+        state.agent_keys.forget_host(host.id);
         state
             .queue
             .push(platform::jobs::EvaluateHost { host_id: host.id })

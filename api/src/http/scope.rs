@@ -21,11 +21,11 @@
 use entities::{
     accounts, agent_nonces, agent_releases, api_tokens, audit_events, changelogs, comments,
     deployment_secrets, digest_settings, email_tokens, enrollment_tokens, group_hosts, groups,
-    host_days, host_events, host_jobs, host_keys, host_labels, host_packages, host_updates, hosts,
-    invitations, known_exploited, memberships, notification_attempts, notification_channels,
-    notification_deliveries, notification_events, organizations, payment_events, policies,
-    policy_dirty, proposal_changes, proposal_decisions, proposal_hosts, proposals,
-    scim_group_members, scim_groups, scim_tokens, scim_users, sessions, sso_connections,
+    host_days, host_events, host_inventories, host_jobs, host_keys, host_labels, host_packages,
+    host_updates, hosts, invitations, known_exploited, memberships, notification_attempts,
+    notification_channels, notification_deliveries, notification_events, organizations,
+    payment_events, policies, policy_dirty, proposal_changes, proposal_decisions, proposal_hosts,
+    proposals, scim_group_members, scim_groups, scim_tokens, scim_users, sessions, sso_connections,
     sso_domains, sso_logins, subscriptions, usage_days,
 };
 use platform::ids::{
@@ -200,6 +200,7 @@ impl Untenanted for proposal_changes::Entity {}
 impl Untenanted for proposal_decisions::Entity {}
 impl Untenanted for host_packages::Entity {}
 impl Untenanted for host_updates::Entity {}
+impl Untenanted for host_inventories::Entity {}
 impl Untenanted for notification_attempts::Entity {}
 
 /// One organization's handle on its rows: every query it builds is filtered by the

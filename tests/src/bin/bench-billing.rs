@@ -173,6 +173,7 @@ async fn state(config: &Arc<Config>, db: &Database) -> anyhow::Result<api::AppSt
         sso: Default::default(),
         identity: Default::default(),
         buckets: Default::default(),
+        agent_keys: Default::default(),
     })
 }
 

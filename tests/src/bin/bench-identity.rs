@@ -85,6 +85,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         sso: Default::default(),
         identity: Default::default(),
         buckets: Default::default(),
+        agent_keys: Default::default(),
     };
     // One organization with its owner, signed in.
     let now = SystemClock.now();

@@ -1208,6 +1208,7 @@ async fn http(
         sso: Default::default(),
         identity: Default::default(),
         buckets: Default::default(),
+        agent_keys: Default::default(),
     };
     let shutdown = CancellationToken::new();
     let bound = api::http::server::bind(config.bind).await?;

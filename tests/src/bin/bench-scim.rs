@@ -87,6 +87,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         sso: Default::default(),
         identity: Default::default(),
         buckets: Default::default(),
+        agent_keys: Default::default(),
     };
     let now = SystemClock.now();
     let org = organizations::ActiveModel {

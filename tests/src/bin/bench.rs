@@ -352,6 +352,7 @@ async fn http(args: HttpArgs) -> anyhow::Result<()> {
         sso: Default::default(),
         identity: Default::default(),
         buckets: Default::default(),
+        agent_keys: Default::default(),
     };
     let bound = api::http::server::bind(config.bind).await?;
     let stack_addr = bound.local_addr;

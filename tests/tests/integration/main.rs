@@ -1,6 +1,7 @@
 //! One integration-test binary; a module per feature.
 
 mod access_walk;
+mod agent_checkin;
 mod agent_security;
 mod agents;
 mod auth;
