@@ -1,7 +1,8 @@
 //! The agent side's own request limits (decisions §6: no organization limit applies to it):
 //! enrolments per client address, taken before the enrolment body is read, and signed calls
 //! per host, counted once the signature and nonce are verified so that nobody but the host
-//! can spend its budget.
+//! can spend its budget. Enrolments are counted in the database; signed calls where
+//! organizations' limits are kept (`RATE_LIMIT_STORE`, [`rate_limit::take_configured`]).
 
 use chrono::{DateTime, Utc};
 use poem::Request;
@@ -58,8 +59,8 @@ pub async fn signed_call(
     host_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    let decision = rate_limit::take(
-        &state.db,
+    let decision = rate_limit::take_configured(
+        state,
         &format!("agent-host:{host_id}"),
         SIGNED_PER_HOST,
         now,

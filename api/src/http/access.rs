@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 
 use chrono::{DateTime, Duration, Utc};
 use entities::{accounts, api_tokens, organizations, sessions};
-use platform::{config::RateLimitStore, identity_changes::Mark, ids::OrgId};
+use platform::{identity_changes::Mark, ids::OrgId};
 use poem::{Request, http::HeaderValue};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme,
@@ -476,16 +476,12 @@ pub async fn limit_org_for(
     };
     let now = state.clock.now();
     let org_bucket = format!("org:{org_id}");
-    let take = async |key: &str, limit: Limit| match state.config.rate_limit_store {
-        RateLimitStore::Memory => Ok::<_, ApiError>(state.buckets.take(key, limit, now)),
-        RateLimitStore::Database => Ok(rate_limit::take(&state.db, key, limit, now).await?),
-    };
-    let own = take(bucket, limit.share()).await?;
+    let own = rate_limit::take_configured(state, bucket, limit.share(), now).await?;
     if !own.allowed {
         rate_limit_headers(req, &own);
         return Err(refused(&own));
     }
-    let org = take(&org_bucket, limit).await?;
+    let org = rate_limit::take_configured(state, &org_bucket, limit, now).await?;
     if !org.allowed {
         rate_limit_headers(req, &org);
         return Err(refused(&org));

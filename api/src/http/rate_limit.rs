@@ -6,7 +6,8 @@
 //! - this replica's memory ([`Buckets::take`], `RATE_LIMIT_STORE=memory`, the default for
 //!   organizations' limits): the same arithmetic under a lock per bucket, no round trip. Each
 //!   replica counts only what it answers, so behind a balancer spreading one organization's
-//!   requests over N replicas the organization can get up to N times its burst and rate.
+//!   (or one agent's) requests over N replicas it can get up to N times its burst and rate.
+//!   Agents' signed calls per host are kept where organizations' limits are ([`take_configured`]).
 //!
 //! State per key is one number, the theoretical arrival time (TAT) in milliseconds. A request
 //! at `now` is allowed when `max(TAT, now) + T - now <= burst * T`, with `T = 1 / rate`.
@@ -81,6 +82,21 @@ impl Buckets {
             return allowed(limit, next - now_ms, tolerance, interval);
         }
         denied(limit, *tat, now_ms, tolerance, interval)
+    }
+}
+
+/// Takes one request from the bucket `key` where the deployment keeps such buckets
+/// (`RATE_LIMIT_STORE`: this replica's memory, or the database): organizations' limits and their
+/// callers' shares, and agents' signed calls per host.
+pub async fn take_configured(
+    state: &crate::AppState,
+    key: &str,
+    limit: Limit,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Decision> {
+    match state.config.rate_limit_store {
+        platform::config::RateLimitStore::Memory => Ok(state.buckets.take(key, limit, now)),
+        platform::config::RateLimitStore::Database => take(&state.db, key, limit, now).await,
     }
 }
 
