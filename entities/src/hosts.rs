@@ -54,6 +54,9 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     /// The release upgrade the agent last said is offered.
     pub release_upgrade: Option<JsonText<OfferedUpgrade>>,
+    /// Counts the changes of the host's `host_updates` rows: the check-in that writes them adds
+    /// one, so what was read of them at a count is still what they hold while it stands.
+    pub updates_seq: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

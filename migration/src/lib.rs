@@ -17,6 +17,7 @@ mod m20261124_000400_scim;
 mod m20261124_000500_intelligence;
 mod m20261126_000100_identity_changes;
 mod m20261126_000200_host_inventories;
+mod m20261126_000300_host_updates_seq;
 
 pub struct Migrator;
 
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000500_intelligence::Migration),
             Box::new(m20261126_000100_identity_changes::Migration),
             Box::new(m20261126_000200_host_inventories::Migration),
+            Box::new(m20261126_000300_host_updates_seq::Migration),
         ]
     }
 }

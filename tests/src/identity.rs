@@ -287,6 +287,7 @@ impl TestApp {
             decommissioned_at: Set(None),
             updated_at: Set(now),
             release_upgrade: Set(None),
+            updates_seq: Set(0),
         }
         .insert(db)
         .await

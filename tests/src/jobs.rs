@@ -109,12 +109,13 @@ impl TestApp {
     /// duration. Fails the test when the queue does not drain within a minute.
     pub async fn run_pending_jobs(&self) {
         let temporary = (!self.worker_running).then(|| {
-            let deps = worker::Deps::new(
+            let mut deps = worker::Deps::new(
                 self.state.config.clone(),
                 self.state.db.clone(),
                 self.state.clock.clone(),
             )
             .expect("worker deps");
+            deps.reports = self.reports.clone();
             let mut options = worker::WorkerOptions::new(4);
             options.shutdown_timeout = Duration::from_secs(5);
             let shutdown = CancellationToken::new();

@@ -46,6 +46,9 @@ pub struct TestApp {
     pub database: TestDatabase,
     /// Whether the app's own worker runs in-process (see [`TestAppBuilder::without_worker`]).
     pub worker_running: bool,
+    /// What hosts report, kept between policy evaluations as a long-running worker keeps it:
+    /// every worker the app runs (its own, or [`TestApp::run_pending_jobs`]'s) shares it.
+    pub reports: domain::policy::Reports,
     shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -277,9 +280,11 @@ impl TestAppBuilder {
                 }
             }));
         }
+        let reports = domain::policy::Reports::new();
         if self.worker {
-            let deps = worker::Deps::new(config.clone(), db.clone(), Arc::new(clock.clone()))
+            let mut deps = worker::Deps::new(config.clone(), db.clone(), Arc::new(clock.clone()))
                 .expect("worker deps");
+            deps.reports = reports.clone();
             let mut options = worker::WorkerOptions::new(4);
             options.shutdown_timeout = Duration::from_secs(5);
             let shutdown = shutdown.clone();
@@ -300,6 +305,7 @@ impl TestAppBuilder {
             smtp,
             database,
             worker_running: self.worker,
+            reports,
             shutdown,
             tasks,
         }

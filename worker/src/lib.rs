@@ -43,6 +43,8 @@ pub struct Deps {
     pub clock: SharedClock,
     /// The one outbound HTTP client (decisions §13): notification channels, payments.
     pub outbound: Outbound,
+    /// What hosts report, kept between policy evaluations of this process.
+    pub reports: domain::policy::Reports,
 }
 
 #[derive(Clone, Debug)]
@@ -318,6 +320,7 @@ impl Deps {
             mailer,
             clock,
             outbound,
+            reports: domain::policy::Reports::new(),
         })
     }
 }

@@ -322,8 +322,16 @@ impl AgentApi {
             // held to the commit, keeps two check-ins of the host from comparing inventories
             // at once.
             store::write_host(&txn, scope, &host, &next).await?;
-            if inventory {
-                store::replace_inventory(&txn, host.id, &body).await?;
+            if inventory && store::replace_inventory(&txn, host.id, &body).await? {
+                scope
+                    .update_rows::<hosts::Entity>()
+                    .col_expr(
+                        hosts::Column::UpdatesSeq,
+                        sea_orm::ExprTrait::add(Expr::col(hosts::Column::UpdatesSeq), 1),
+                    )
+                    .filter(hosts::Column::Id.eq(host.id))
+                    .exec(&txn)
+                    .await?;
             }
             if gap {
                 record_event(&txn, &next, "checked_in_after_gap", None, now).await?;

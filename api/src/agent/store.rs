@@ -386,11 +386,15 @@ fn listed<T>(wanted: &BTreeMap<Key, (String, T)>) -> Fingerprints {
 /// Concurrent check-ins of one host must not interleave here: the caller has already updated
 /// the host's row in this transaction, which holds its lock until the commit (Postgres;
 /// SQLite's write transactions are serial).
+///
+/// True when a `host_updates` row was written or deleted: the caller then moves the host's
+/// `updates_seq`, which tells policy evaluations to read them again.
 pub async fn replace_inventory(
     txn: &DatabaseTransaction,
     host_id: Uuid,
     check_in: &CheckIn,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
+    let mut updates_changed = false;
     let index = host_inventories::Entity::rows()
         .filter(host_inventories::Column::HostId.eq(host_id))
         .one(txn)
@@ -532,6 +536,7 @@ pub async fn replace_inventory(
                 .collect(),
         };
         let gone = difference(&mut wanted, stored);
+        updates_changed = !gone.is_empty() || !wanted.is_empty();
         for chunk in gone.chunks(DELETE_CHUNK) {
             let mut which = sea_orm::Condition::any();
             for (name, arch) in chunk {
@@ -565,7 +570,7 @@ pub async fn replace_inventory(
             .exec(txn)
             .await?;
     }
-    Ok(())
+    Ok(updates_changed)
 }
 
 /// A check-in writes `last_seen_at` at most this often (and whenever the UTC day changes or

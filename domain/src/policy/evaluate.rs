@@ -2,7 +2,10 @@
 //! write that ([`super::store`]).
 //!
 //! The whole run is one write transaction that first locks the policy (and its undecided
-//! proposals), so two runs of one policy, or a run and a decision, never interleave.
+//! proposals), so two runs of one policy, or a run and a decision, never interleave. What
+//! hosts report is read only for hosts whose updates changed since this process last read
+//! them ([`Reports`]); the rest of a run (scope, grouping, the proposals' difference) is
+//! computed anew each time, in memory.
 
 use std::collections::{HashMap, HashSet};
 
@@ -19,6 +22,7 @@ use super::{
     grouping::{ChangeKey, Desired},
     needs,
     plan::{Current, PackagePlan, plan_packages, plan_releases},
+    reported::Reports,
     rules::Rules,
     store,
     summary::{release_summary, summarize},
@@ -36,7 +40,8 @@ pub enum Evaluated {
     Busy,
 }
 
-/// One evaluation of `policy_id` at `now` (what the `policy.evaluate` job runs).
+/// One evaluation of `policy_id` at `now` (what the `policy.evaluate` job runs), reading
+/// hosts' updates through `reports` (one per process, kept between runs).
 ///
 /// On Postgres a transaction-scoped advisory lock keyed by the policy admits one run at a
 /// time; a run that finds it taken gives up at once (`Busy`) instead of waiting with a
@@ -48,6 +53,7 @@ pub enum Evaluated {
 /// close and none opens, and the evaluation logs an error naming the policy.
 pub async fn evaluate_policy(
     db: &Database,
+    reports: &Reports,
     policy_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Evaluated, DbErr> {
@@ -56,6 +62,11 @@ pub async fn evaluate_policy(
         policy_dirty::Entity::delete_by_id(policy_id)
             .exec(&db.orm)
             .await?;
+        // SQLite has one writer at a time: the hosts' updates that changed are read before
+        // the write transaction, which then reads only what changed in between.
+        if let Some(policy) = policies::Entity::find_by_id(policy_id).one(&db.orm).await? {
+            needs::prefetch(&db.orm, &policy, reports).await?;
+        }
     }
     let txn = db.begin_write().await?;
     if postgres {
@@ -104,7 +115,7 @@ pub async fn evaluate_policy(
             return Ok(Evaluated::Done);
         }
     };
-    let desired = needs::desired(&txn, &policy).await?;
+    let desired = needs::desired(&txn, &policy, reports).await?;
     let kev = needs::known_exploited_cves(&txn, &desired).await?;
 
     let (packages, releases): (Vec<_>, Vec<_>) =

@@ -6,13 +6,17 @@
 //! those, below its minimum severity) and what a proposal already going ahead carries for
 //! the host are left out. Release upgrades are grouped by distribution and both releases.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    sync::Arc,
+};
 
 use entities::json::{
     Advisory, JsonText, OfferedUpgrade, Release as ReleaseSide, ReleaseUpgrade, Unreadable,
 };
 use uuid::Uuid;
 
+use super::reported::Reported;
 use crate::severity;
 
 /// What makes two changes the same change.
@@ -141,6 +145,22 @@ pub struct Update {
     pub advisories: JsonText<Vec<Advisory>>,
 }
 
+impl Update {
+    /// The host, and the update as any host reports it.
+    pub fn split(self) -> (Uuid, Reported) {
+        let key = ChangeKey {
+            package: self.package,
+            ecosystem: self.ecosystem,
+            from_version: self.from_version,
+            to_version: self.to_version,
+        };
+        (
+            self.host_id,
+            Reported::new(key, self.source_name, self.security, self.advisories),
+        )
+    }
+}
+
 /// A host's release, and the upgrade its agent says is offered.
 #[derive(Clone, Debug, Default)]
 pub struct HostRelease {
@@ -150,13 +170,35 @@ pub struct HostRelease {
     pub release_upgrade: Option<JsonText<OfferedUpgrade>>,
 }
 
-/// Builds the [`Desired`] changes of a policy, one reported update at a time.
+/// A reported update, compared and hashed by identity: updates are interned
+/// ([`super::reported::Reports`]), so one identity is one text.
+struct Same(Arc<Reported>);
+
+impl PartialEq for Same {
+    fn eq(&self, other: &Same) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Same {}
+
+impl std::hash::Hash for Same {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.0), state);
+    }
+}
+
+/// Builds the [`Desired`] changes of a policy, one host's reported updates at a time.
 pub struct Grouping<'a> {
     coverage: Coverage,
     in_flight: &'a InFlight,
     desired: Desired,
-    /// The advisories text last parsed for each change: hosts report the same text.
-    parsed: HashMap<u32, JsonText<Vec<Advisory>>>,
+    /// What each reported update became: the change it counts for, or `None` when the
+    /// policy does not cover it. Its advisories were merged into the change when first seen.
+    seen: HashMap<Same, Option<u32>>,
+    /// The last host counted for each change: a change a host reports twice (two
+    /// architectures) counts once.
+    last_host: Vec<Option<Uuid>>,
     /// Each host's distribution, where known.
     distros: HashMap<Uuid, String>,
 }
@@ -167,7 +209,8 @@ impl<'a> Grouping<'a> {
             coverage,
             in_flight,
             desired: Desired::default(),
-            parsed: HashMap::new(),
+            seen: HashMap::new(),
+            last_host: Vec::new(),
             distros: HashMap::new(),
         }
     }
@@ -179,73 +222,91 @@ impl<'a> Grouping<'a> {
         }
     }
 
-    /// Adds one update a host reports, unless the policy does not cover it or a proposal
-    /// going ahead carries it for the host. Advisories that cannot be read are an error: an
-    /// update is never proposed as if it fixed nothing.
-    pub fn add(&mut self, update: Update) -> Result<(), Unreadable> {
-        let Update {
-            host_id: host,
-            package,
-            ecosystem,
-            from_version,
-            to_version,
-            source_name,
-            security,
-            advisories,
-        } = update;
-        if !self.in_flight.changes.is_empty()
-            && self.in_flight.changes.contains(&(
-                host,
-                package.clone(),
-                ecosystem.clone(),
-                to_version.clone(),
-            ))
-        {
-            return Ok(());
+    /// The change `update` counts for, or `None` when the policy does not cover it (not a
+    /// security update when it asks for those, below its minimum severity). Advisories that
+    /// cannot be read are an error: an update is never proposed as if it fixed nothing.
+    fn change_of(&mut self, update: &Arc<Reported>) -> Result<Option<u32>, Unreadable> {
+        if let Some(found) = self.seen.get(&Same(update.clone())) {
+            return Ok(*found);
         }
-        // Hosts report the same advisory text for the same update: parse it only when a
-        // filter needs it or the change has not seen this text yet.
-        let unrated = advisories.as_str().trim() == "[]";
-        if self.coverage.security_only && !security && unrated {
-            return Ok(());
-        }
-        if let Some(min) = self.coverage.min_rank {
-            let rank = advisories
-                .read()?
-                .iter()
-                .filter_map(|a| a.severity.as_deref().and_then(severity::rank))
-                .max();
-            if rank.is_none_or(|r| r < min) {
-                return Ok(());
+        let covered = !(self.coverage.security_only && !update.security && update.unrated())
+            && match self.coverage.min_rank {
+                Some(min) => update.max_rank()?.is_some_and(|rank| rank >= min),
+                None => true,
+            };
+        let found = if covered {
+            let i = self.desired.intern(update.key.clone());
+            if self.last_host.len() < self.desired.keys.len() {
+                self.last_host.resize(self.desired.keys.len(), None);
             }
-        }
-        let i = self.desired.intern(ChangeKey {
-            package,
-            ecosystem,
-            from_version,
-            to_version,
-        });
-        let list = self.desired.hosts.entry(host).or_default();
-        if list.last() == Some(&i) || list.contains(&i) {
-            return Ok(()); // The same change for two architectures of one host.
-        }
-        list.push(i);
-        let change = &mut self.desired.changes[i as usize];
-        change.hosts += 1;
-        if change.source_name.is_none() {
-            change.source_name = source_name;
-        }
-        if change.distro.is_none() {
-            change.distro = self.distros.get(&host).cloned();
-        }
-        if !unrated && self.parsed.get(&i) != Some(&advisories) {
-            for advisory in advisories.read()? {
+            let change = &mut self.desired.changes[i as usize];
+            if change.source_name.is_none() {
+                change.source_name = update.source_name.clone();
+            }
+            for advisory in update.advisories()? {
                 change
                     .advisories
                     .entry((advisory.source.clone(), advisory.external_id.clone()))
-                    .or_insert(advisory);
+                    .or_insert_with(|| advisory.clone());
             }
-            self.parsed.insert(i, advisories);
+            Some(i)
+        } else {
+            None
+        };
+        self.seen.insert(Same(update.clone()), found);
+        Ok(found)
+    }
+
+    /// Adds the updates `host` reports, but those the policy does not cover and those a
+    /// proposal going ahead carries for the host. Each host is added once.
+    pub fn add_host(&mut self, host: Uuid, updates: &[Arc<Reported>]) -> Result<(), Unreadable> {
+        for update in updates {
+            if !self.in_flight.changes.is_empty()
+                && self.in_flight.changes.contains(&(
+                    host,
+                    update.key.package.clone(),
+                    update.key.ecosystem.clone(),
+                    update.key.to_version.clone(),
+                ))
+            {
+                continue;
+            }
+            let Some(i) = self.change_of(update)? else {
+                continue;
+            };
+            let last = &mut self.last_host[i as usize];
+            if *last == Some(host) {
+                continue; // The same change for two architectures of one host.
+            }
+            *last = Some(host);
+            self.desired.hosts.entry(host).or_default().push(i);
+            let change = &mut self.desired.changes[i as usize];
+            change.hosts += 1;
+            if change.distro.is_none() {
+                change.distro = self.distros.get(&host).cloned();
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds reported rows, host by host (each host once, in the order first seen).
+    pub fn add_rows(&mut self, rows: impl IntoIterator<Item = Update>) -> Result<(), Unreadable> {
+        let mut order = Vec::new();
+        let mut by_host: HashMap<Uuid, Vec<Arc<Reported>>> = HashMap::new();
+        for row in rows {
+            let (host, update) = row.split();
+            by_host
+                .entry(host)
+                .or_insert_with(|| {
+                    order.push(host);
+                    Vec::new()
+                })
+                .push(Arc::new(update));
+        }
+        for host in order {
+            if let Some(updates) = by_host.remove(&host) {
+                self.add_host(host, &updates)?;
+            }
         }
         Ok(())
     }
@@ -330,14 +391,12 @@ mod tests {
 
     fn group(coverage: Coverage, in_flight: &InFlight, reports: Vec<(u128, Update)>) -> Desired {
         let mut grouping = Grouping::new(coverage, in_flight);
-        for (h, u) in reports {
-            grouping
-                .add(Update {
-                    host_id: host(h),
-                    ..u
-                })
-                .expect("readable");
-        }
+        grouping
+            .add_rows(reports.into_iter().map(|(h, u)| Update {
+                host_id: host(h),
+                ..u
+            }))
+            .expect("readable");
         grouping.finish()
     }
 
@@ -462,13 +521,13 @@ mod tests {
             advisories: JsonText::from_stored(r#"[{"external_id":"1""#),
             ..update("openssl", "3.0.1", "3.0.4", "[]")
         };
-        assert!(grouping.add(broken.clone()).is_err());
+        assert!(grouping.add_rows([broken.clone()]).is_err());
         let high = Coverage {
             security_only: false,
             min_rank: severity::rank("high"),
             releases: false,
         };
-        assert!(Grouping::new(high, &in_flight).add(broken).is_err());
+        assert!(Grouping::new(high, &in_flight).add_rows([broken]).is_err());
         let offer = HostRelease {
             distro: Some("ubuntu".into()),
             distro_version: Some("24.04".into()),

@@ -3,7 +3,8 @@
 //! The rules are in files a test reads without a database: [`scope`] (which hosts a policy
 //! covers; an unreadable scope covers none), [`grouping`] (reported updates into changes),
 //! [`plan`] (close, open, supersede, merge or follow; what a follow writes) and [`summary`]
-//! (titles and counts). [`needs`] reads what hosts need, [`evaluate`] locks and decides,
+//! (titles and counts). [`needs`] reads what hosts need (through [`reported`], which remembers
+//! each host's updates until they change), [`evaluate`] locks and decides,
 //! [`store`] writes, [`dirty`] coalesces
 //! the evaluations that host and group changes ask for.
 
@@ -12,6 +13,7 @@ pub mod evaluate;
 pub mod grouping;
 pub mod needs;
 pub mod plan;
+pub mod reported;
 pub mod rules;
 pub mod scope;
 pub mod store;
@@ -19,3 +21,4 @@ pub mod summary;
 
 pub use dirty::{mark_dirty, mark_policies_dirty};
 pub use evaluate::{Evaluated, evaluate_policy};
+pub use reported::Reports;

@@ -2,7 +2,10 @@
 //! when the scope cannot be read), their reported updates grouped into changes, less what a
 //! proposal already going ahead carries; and which CVEs are known to be exploited.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    sync::Arc,
+};
 
 use entities::{
     group_hosts, host_updates, hosts,
@@ -11,12 +14,14 @@ use entities::{
 };
 use platform::ids::PolicyId;
 use sea_orm::{
-    ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 use uuid::Uuid;
 
 use super::{
     grouping::{ChangeKey, Coverage, Desired, Grouping, HostRelease, InFlight, Update},
+    reported::{Reported, Reports},
     scope::Scope,
 };
 use crate::{proposals::host_jobs::positions, status::ProposalStatus};
@@ -25,15 +30,17 @@ use crate::{proposals::host_jobs::positions, status::ProposalStatus};
 const HOST_CHUNK: usize = 500;
 
 /// A host in scope, with what evaluation needs of it.
-struct ScopeHost {
+pub struct ScopeHost {
     id: Uuid,
+    /// `hosts.updates_seq`: where its updates stand.
+    updates_seq: i64,
     release: HostRelease,
 }
 
 /// The live hosts of the policy's organization that its scope covers; none when the scope
 /// cannot be read (logged).
-async fn scope_hosts(
-    txn: &DatabaseTransaction,
+pub async fn scope_hosts<C: ConnectionTrait>(
+    db: &C,
     policy: &policies::Model,
 ) -> Result<Vec<ScopeHost>, DbErr> {
     let scope = match Scope::of(policy) {
@@ -51,6 +58,7 @@ async fn scope_hosts(
         .select_only()
         .columns([
             hosts::Column::Id,
+            hosts::Column::UpdatesSeq,
             hosts::Column::Labels,
             hosts::Column::Distro,
             hosts::Column::DistroVersion,
@@ -73,46 +81,45 @@ async fn scope_hosts(
     }
     type Row = (
         Uuid,
+        i64,
         JsonText<Labels>,
         Option<String>,
         Option<String>,
         Option<String>,
         Option<JsonText<OfferedUpgrade>>,
     );
-    let rows: Vec<Row> = query.into_tuple().all(txn).await?;
+    let rows: Vec<Row> = query.into_tuple().all(db).await?;
     Ok(rows
         .into_iter()
-        .filter(|(_, labels, ..)| scope.admits(labels))
+        .filter(|(_, _, labels, ..)| scope.admits(labels))
         .map(
-            |(id, _, distro, distro_version, distro_codename, release_upgrade)| ScopeHost {
-                id,
-                release: HostRelease {
-                    distro,
-                    distro_version,
-                    distro_codename,
-                    release_upgrade,
-                },
+            |(id, updates_seq, _, distro, distro_version, distro_codename, release_upgrade)| {
+                ScopeHost {
+                    id,
+                    updates_seq,
+                    release: HostRelease {
+                        distro,
+                        distro_version,
+                        distro_codename,
+                        release_upgrade,
+                    },
+                }
             },
         )
         .collect())
 }
 
-/// What the policy's hosts need: their available updates that the policy covers, less what a
-/// proposal already going ahead carries for them. A reported update or release offer that
-/// cannot be read is an error (`DbErr::Json`): the policy is not evaluated until the host
-/// reports again.
-pub async fn desired(
-    txn: &DatabaseTransaction,
-    policy: &policies::Model,
-) -> Result<Desired, DbErr> {
-    let hosts = scope_hosts(txn, policy).await?;
-    let in_flight = in_flight(txn, policy.id).await?;
-    let mut grouping = Grouping::new(Coverage::of(policy), &in_flight);
-    for host in &hosts {
-        grouping.host_distro(host.id, host.release.distro.as_deref());
-    }
-    for chunk in hosts.chunks(HOST_CHUNK) {
-        let ids: Vec<Uuid> = chunk.iter().map(|h| h.id).collect();
+/// The reported updates of `hosts`: those `reports` keeps at the hosts' current counts, the
+/// rest read (and then kept). Hosts with nothing reported have an empty list.
+pub async fn reported_updates<C: ConnectionTrait>(
+    db: &C,
+    hosts: &[ScopeHost],
+    reports: &Reports,
+) -> Result<Vec<(Uuid, Arc<[Arc<Reported>]>)>, DbErr> {
+    let lookup = reports.lookup(hosts.iter().map(|h| (h.id, h.updates_seq)));
+    let mut found: HashMap<Uuid, Arc<[Arc<Reported>]>> = lookup.found.into_iter().collect();
+    for chunk in lookup.missing.chunks(HOST_CHUNK) {
+        let ids: Vec<Uuid> = chunk.iter().map(|(id, _)| *id).collect();
         let rows: Vec<Update> = host_updates::Entity::find()
             .select_only()
             .columns([
@@ -126,12 +133,59 @@ pub async fn desired(
                 host_updates::Column::Advisories,
             ])
             .filter(host_updates::Column::HostId.is_in(ids))
+            .order_by_asc(host_updates::Column::HostId)
+            .order_by_asc(host_updates::Column::Name)
+            .order_by_asc(host_updates::Column::Arch)
             .into_model()
-            .all(txn)
+            .all(db)
             .await?;
-        for update in rows {
-            grouping.add(update)?;
+        let mut by_host: HashMap<Uuid, Vec<Reported>> = HashMap::new();
+        for row in rows {
+            let (host, update) = row.split();
+            by_host.entry(host).or_default().push(update);
         }
+        for (host, seq) in chunk {
+            let updates = by_host.remove(host).unwrap_or_default();
+            found.insert(*host, reports.keep(*host, *seq, updates));
+        }
+    }
+    Ok(hosts
+        .iter()
+        .filter_map(|h| found.remove(&h.id).map(|updates| (h.id, updates)))
+        .collect())
+}
+
+/// Reads into `reports` the updates of the policy's hosts that it does not keep yet, without
+/// grouping them: run before an evaluation's write transaction, so that what the
+/// transaction still reads is only what changed in between.
+pub async fn prefetch<C: ConnectionTrait>(
+    db: &C,
+    policy: &policies::Model,
+    reports: &Reports,
+) -> Result<(), DbErr> {
+    let hosts = scope_hosts(db, policy).await?;
+    reported_updates(db, &hosts, reports).await?;
+    Ok(())
+}
+
+/// What the policy's hosts need: their available updates that the policy covers, less what a
+/// proposal already going ahead carries for them. Only the hosts whose updates moved since
+/// `reports` kept them are read. A reported update or release offer that cannot be read is
+/// an error (`DbErr::Json`): the policy is not evaluated until the host reports again.
+pub async fn desired(
+    txn: &DatabaseTransaction,
+    policy: &policies::Model,
+    reports: &Reports,
+) -> Result<Desired, DbErr> {
+    let hosts = scope_hosts(txn, policy).await?;
+    let in_flight = in_flight(txn, policy.id).await?;
+    let updates = reported_updates(txn, &hosts, reports).await?;
+    let mut grouping = Grouping::new(Coverage::of(policy), &in_flight);
+    for host in &hosts {
+        grouping.host_distro(host.id, host.release.distro.as_deref());
+    }
+    for (host, updates) in &updates {
+        grouping.add_host(*host, updates)?;
     }
     for host in &hosts {
         grouping.add_release(host.id, &host.release)?;

@@ -260,11 +260,16 @@ pub async fn update_in_place(
         .into_iter()
         .collect();
     let hosts = diff_hosts(stored_hosts, desired, &changes.positions);
-    for (host, list) in hosts.changed {
+    if !hosts.changed.is_empty() {
+        // Rewritten a chunk at a time (a delete and an insert), not a statement per host.
         touched = true;
-        proposal_hosts::Entity::update(host_row(current.id, host, &list)?)
-            .exec(txn)
-            .await?;
+        let ids: Vec<Uuid> = hosts.changed.iter().map(|(host, _)| *host).collect();
+        remove_hosts(txn, current.id, &ids).await?;
+        let rows = hosts
+            .changed
+            .into_iter()
+            .map(|(host, list)| host_row(current.id, host, &list));
+        insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
     }
     if !hosts.added.is_empty() {
         touched = true;

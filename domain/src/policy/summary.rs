@@ -101,20 +101,18 @@ mod tests {
     fn desired(updates: &[(&str, &str)]) -> Desired {
         let in_flight = InFlight::default();
         let mut grouping = Grouping::new(Coverage::all(), &in_flight);
-        for (package, advisories) in updates {
-            grouping
-                .add(Update {
-                    host_id: Uuid::from_u128(1),
-                    package: (*package).into(),
-                    ecosystem: "deb".into(),
-                    from_version: "1".into(),
-                    to_version: "2".into(),
-                    source_name: None,
-                    security: *advisories != "[]",
-                    advisories: JsonText::from_stored(*advisories),
-                })
-                .expect("readable");
-        }
+        grouping
+            .add_rows(updates.iter().map(|(package, advisories)| Update {
+                host_id: Uuid::from_u128(1),
+                package: (*package).into(),
+                ecosystem: "deb".into(),
+                from_version: "1".into(),
+                to_version: "2".into(),
+                source_name: None,
+                security: *advisories != "[]",
+                advisories: JsonText::from_stored(*advisories),
+            }))
+            .expect("readable");
         grouping.finish()
     }
 

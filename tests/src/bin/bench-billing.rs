@@ -280,6 +280,7 @@ async fn hosts_of(db: &Database, org_id: Uuid, count: usize) -> anyhow::Result<V
             decommissioned_at: Set(None),
             updated_at: Set(now),
             release_upgrade: Set(None),
+            updates_seq: Set(0),
         }))
         .exec_without_returning(&db.orm)
         .await?;

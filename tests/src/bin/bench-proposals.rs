@@ -286,6 +286,7 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
             watch.report()
         );
         let watch = Watch::start();
+        let probe = WriteProbe::start(&db, fleet.host_ids[0]);
         let mut total = 0.0;
         for (id, name) in fleet.policies.clone() {
             let took = timed_evaluation(&deps, id).await?;
@@ -301,6 +302,7 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
             per_policy.entry(name).or_default().push(took);
         }
         println!("  sequential total {total:.2} s  {}", watch.report());
+        println!("  {}", probe.report().await);
         sequential_totals.push(total);
         verify(&db, &fleet, args).await?;
 
@@ -312,7 +314,8 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
             let id = *id;
             async move {
                 let start = Instant::now();
-                domain::policy::evaluate_policy(&deps.db, id, deps.clock.now()).await?;
+                domain::policy::evaluate_policy(&deps.db, &deps.reports, id, deps.clock.now())
+                    .await?;
                 Ok::<f64, anyhow::Error>(start.elapsed().as_secs_f64())
             }
         });
@@ -337,7 +340,8 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
             // SQLite: a second write transaction waits for the first up to the busy timeout.
             println!("  concurrent evaluation failed: {}", failed.join("; "));
             for (id, _) in fleet.policies.clone() {
-                domain::policy::evaluate_policy(&deps.db, id, deps.clock.now()).await?;
+                domain::policy::evaluate_policy(&deps.db, &deps.reports, id, deps.clock.now())
+                    .await?;
             }
         } else {
             concurrent_walls.push(wall);
@@ -564,6 +568,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                     decommissioned_at: Set(None),
                     updated_at: Set(now),
                     release_upgrade: Set(None),
+                    updates_seq: Set(0),
                     ..Default::default()
                 }
             })
@@ -784,6 +789,28 @@ async fn feed_change(db: &Database, fleet: &mut Fleet, args: &Args) -> anyhow::R
             .await?
             .rows_affected;
     }
+    // As a check-in that writes a host's updates does: its count moves with them.
+    let names: Vec<String> = (0..args.pool)
+        .filter(|k| k % 10 == slice)
+        .map(package)
+        .collect();
+    hosts::Entity::update_many()
+        .col_expr(
+            hosts::Column::UpdatesSeq,
+            sea_orm::ExprTrait::add(sea_orm::sea_query::Expr::col(hosts::Column::UpdatesSeq), 1),
+        )
+        .filter(
+            hosts::Column::Id.in_subquery(
+                sea_orm::sea_query::Query::select()
+                    .distinct()
+                    .column(host_updates::Column::HostId)
+                    .from(host_updates::Entity)
+                    .and_where(host_updates::Column::Name.is_in(names))
+                    .to_owned(),
+            ),
+        )
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
     Ok(changed)
 }
@@ -891,7 +918,8 @@ impl Timing {
 async fn timed_evaluation(deps: &worker::Deps, policy_id: Uuid) -> anyhow::Result<Timing> {
     profile::start();
     let start = Instant::now();
-    let result = domain::policy::evaluate_policy(&deps.db, policy_id, deps.clock.now()).await;
+    let result =
+        domain::policy::evaluate_policy(&deps.db, &deps.reports, policy_id, deps.clock.now()).await;
     let total = start.elapsed().as_secs_f64();
     let stats = profile::stop();
     result?;
@@ -1120,6 +1148,7 @@ async fn end_to_end(
     tokio::time::sleep(Duration::from_secs(2)).await; // Let it start listening.
 
     let watch = Watch::start();
+    let probe = WriteProbe::start(db, fleet.host_ids[0]);
     let start = Instant::now();
     for chunk in fleet.host_ids.chunks(1_000) {
         let tasks: Vec<_> = chunk
@@ -1172,6 +1201,7 @@ async fn end_to_end(
         }
     };
     let report = watch.report();
+    let probe = probe.report().await;
     let policy_runs = count_status(db, POLICY_QUEUE, "Done").await? - policy_runs_before;
     let failed = count_status(db, EvaluateHost::QUEUE, "Failed").await?
         + count_status(db, POLICY_QUEUE, "Failed").await?
@@ -1181,7 +1211,7 @@ async fn end_to_end(
     worker_db.close().await;
     println!(
         "  enqueue {enqueued:.1} s; all host.evaluate done at {:.1} s; proposals up to date at \
-         {wall:.1} s; {policy_runs} policy.evaluate runs; {failed} failed jobs {report}",
+         {wall:.1} s; {policy_runs} policy.evaluate runs; {failed} failed jobs {report}\n  {probe}",
         hosts_done.unwrap_or(wall)
     );
     Ok(wall)
@@ -1316,6 +1346,66 @@ async fn http(
 
 // ---------------------------------------------------------------------------------------------
 // Load outside the benchmark
+
+/// A writer beside the evaluations, as a check-in is one: every 20 ms a write transaction that
+/// touches one host row and commits. On SQLite it waits for whatever holds the write lock, so
+/// its slowest wait is how long a check-in could wait behind an evaluation.
+struct WriteProbe {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Vec<f64>>,
+}
+
+impl WriteProbe {
+    fn start(db: &Database, host_id: Uuid) -> WriteProbe {
+        let stop = CancellationToken::new();
+        let db = db.clone();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut waits = Vec::new();
+            while !token.is_cancelled() {
+                let start = Instant::now();
+                let wrote = async {
+                    let txn = db.begin_write().await?;
+                    hosts::Entity::update_many()
+                        .col_expr(
+                            hosts::Column::UpdatedAt,
+                            sea_orm::sea_query::Expr::col(hosts::Column::UpdatedAt),
+                        )
+                        .filter(hosts::Column::Id.eq(host_id))
+                        .exec(&txn)
+                        .await?;
+                    txn.commit().await
+                }
+                .await;
+                match wrote {
+                    Ok(()) => waits.push(start.elapsed().as_secs_f64() * 1e3),
+                    Err(err) => println!("    write probe failed: {err}"),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            waits
+        });
+        WriteProbe { stop, task }
+    }
+
+    /// "writes n, p50 …, p99 …, max … ms".
+    async fn report(self) -> String {
+        self.stop.cancel();
+        let mut waits = self.task.await.unwrap_or_default();
+        if waits.is_empty() {
+            return "no write".to_owned();
+        }
+        waits.sort_by(f64::total_cmp);
+        let at = |q: f64| waits[((waits.len() - 1) as f64 * q).round() as usize];
+        format!(
+            "a writer beside it ({} writes): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            waits.len(),
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        )
+    }
+}
 
 /// CPU time of every process between `start` and `report`: what this process and Postgres
 /// used, and any other process above 10% of a CPU.

@@ -1369,7 +1369,7 @@ async fn a_known_exploited_cve_on_an_open_proposal_is_announced_once() {
         .expect("pol id")
         .uuid();
     for _ in 0..2 {
-        domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
+        domain::policy::evaluate_policy(&app.state.db, &app.reports, policy_id, app.clock_now())
             .await
             .expect("evaluate");
         later(&app, 1).await;

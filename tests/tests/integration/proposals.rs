@@ -361,10 +361,11 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
         .map(platform::ids::PolicyId::uuid)
         .expect("pol id");
     app.clock.advance(chrono::Duration::minutes(5));
-    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
+    let reports = &app.reports;
+    domain::policy::evaluate_policy(&app.state.db, reports, policy_id, app.clock_now())
         .await
         .expect("evaluate");
-    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
+    domain::policy::evaluate_policy(&app.state.db, reports, policy_id, app.clock_now())
         .await
         .expect("evaluate");
     assert_eq!(
@@ -382,7 +383,7 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     .insert(&app.state.db.orm)
     .await
     .expect("kev");
-    domain::policy::evaluate_policy(&app.state.db, policy_id, app.clock_now())
+    domain::policy::evaluate_policy(&app.state.db, reports, policy_id, app.clock_now())
         .await
         .expect("evaluate");
     let p = fleet.detail(&id).await;
@@ -1190,5 +1191,86 @@ async fn a_policy_change_bumps_its_version_and_open_proposals_keep_theirs() {
     app.call(As::Session(&fleet.owner), Method::GET, &path, None)
         .await
         .assert_problem(404, "not-found");
+    app.stop().await;
+}
+
+/// Evaluations read a host's updates again only once a check-in has changed them; what they
+/// keep in between must never show: after a run of check-ins evaluated by the app's worker
+/// (which keeps them), an evaluation that reads everything afresh changes nothing.
+#[tokio::test]
+async fn an_evaluation_that_remembers_hosts_updates_agrees_with_one_that_reads_them_all() {
+    let app = TestApp::new().await;
+    let fleet = Fleet::new(&app).await;
+    let curl = |from: &str| update("curl", from, "8.5.0-3", json!([]));
+    let openssl = update(
+        "openssl",
+        "3.0.13-1",
+        "3.0.13-4",
+        usn("USN-7001-1", "high", "CVE-2026-1000"),
+    );
+    let web = fleet
+        .host(
+            "web-1",
+            json!([curl("8.5.0-1"), openssl.clone()]),
+            json!({}),
+        )
+        .await;
+    let db = fleet
+        .host("db-1", json!([curl("8.5.0-1")]), json!({}))
+        .await;
+    let _cache = fleet
+        .host("cache-1", json!([curl("8.5.0-2")]), json!({}))
+        .await;
+    let policy = fleet.policy(policy_body(1)).await;
+    let policy_id = platform::ids::PolicyId::parse(&text(&policy["id"]))
+        .map(platform::ids::PolicyId::uuid)
+        .expect("pol id");
+    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+    assert_eq!(app.reports.hosts(), 3, "the worker keeps what it read");
+
+    // Hosts change under the kept copies: counts move, a host leaves a change and joins one.
+    fleet
+        .report(&web, json!([curl("8.5.0-1")]), json!({}))
+        .await;
+    fleet
+        .report(&db, json!([curl("8.5.0-2"), openssl]), json!({}))
+        .await;
+    fleet.until(|l| l.len() == 1).await;
+    let warm = fleet.detail(&id).await;
+    let counts: Vec<(String, String, i64)> = warm["changes"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| {
+                    (
+                        text(&c["package"]),
+                        text(&c["from_version"]),
+                        c["hosts"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        counts,
+        vec![
+            ("curl".into(), "8.5.0-1".into(), 1),
+            ("curl".into(), "8.5.0-2".into(), 2),
+            ("openssl".into(), "3.0.13-1".into(), 1),
+        ],
+        "the check-ins were read, not the kept copies"
+    );
+
+    app.clock.advance(chrono::Duration::minutes(5));
+    let afresh = domain::policy::Reports::new();
+    domain::policy::evaluate_policy(&app.state.db, &afresh, policy_id, app.clock_now())
+        .await
+        .expect("evaluate");
+    assert_eq!(afresh.hosts(), 3);
+    assert_eq!(
+        fleet.detail(&id).await,
+        warm,
+        "reading everything afresh changes nothing, not even updated_at"
+    );
     app.stop().await;
 }

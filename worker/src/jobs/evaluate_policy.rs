@@ -13,7 +13,9 @@ const RETRY_WHEN_BUSY: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub async fn run(job: EvaluatePolicy, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
-    if domain::policy::evaluate_policy(&deps.db, job.policy_id, now).await? == Evaluated::Busy {
+    if domain::policy::evaluate_policy(&deps.db, &deps.reports, job.policy_id, now).await?
+        == Evaluated::Busy
+    {
         // Another run holds the policy: come back once it is likely done. The mark stays, so
         // host changes meanwhile queue nothing more; this one job carries them all.
         platform::jobs::Queue::new(&deps.db)
