@@ -5,27 +5,51 @@
 use chrono::{DateTime, Utc};
 use entities::{policies, policy_dirty};
 use platform::jobs::EvaluatePolicy;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
+use sea_orm::{ColumnTrait, EntityTrait, Set};
 use uuid::Uuid;
 
 /// How long a freshly marked policy waits before its evaluation runs: a burst of host
 /// changes shares one evaluation.
 const COALESCE_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Marks every policy of the organization dirty.
+/// Marks every policy of the organization dirty (one statement: the policies that were clean
+/// come back) and queues an evaluation for each that was clean.
 pub async fn mark_dirty(
     db: &platform::db::Database,
     org_id: Uuid,
     now: DateTime<Utc>,
 ) -> anyhow::Result<()> {
-    let ids: Vec<Uuid> = policies::Entity::find()
-        .select_only()
-        .column(policies::Column::Id)
-        .filter(policies::Column::OrgId.eq(org_id))
-        .into_tuple()
-        .all(&db.orm)
-        .await?;
-    mark_policies_dirty(db, &ids, now).await
+    use sea_orm::{
+        ConnectionTrait,
+        sea_query::{Expr, OnConflict, Query},
+    };
+    let insert = Query::insert()
+        .into_table(policy_dirty::Entity)
+        .columns([policy_dirty::Column::PolicyId, policy_dirty::Column::Since])
+        .select_from(
+            Query::select()
+                .column(policies::Column::Id)
+                .expr(Expr::value(now))
+                .from(policies::Entity)
+                .and_where(policies::Column::OrgId.eq(org_id))
+                .to_owned(),
+        )?
+        .on_conflict(
+            OnConflict::column(policy_dirty::Column::PolicyId)
+                .do_nothing()
+                .to_owned(),
+        )
+        .returning_col(policy_dirty::Column::PolicyId)
+        .to_owned();
+    let marked = db.orm.query_all(&insert).await?;
+    let queue = platform::jobs::Queue::new(db);
+    for row in marked {
+        let id: Uuid = row.try_get("", "policy_id")?;
+        queue
+            .push_after(EvaluatePolicy { policy_id: id }, COALESCE_DELAY)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Marks `policy_ids` dirty; queues an evaluation for each that was clean.

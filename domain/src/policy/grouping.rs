@@ -407,9 +407,9 @@ mod tests {
             &InFlight::default(),
             vec![
                 (1, update("openssl", "3.0.1", "3.0.4", &usn("1", "high"))),
+                (1, update("curl", "8.5", "8.6", "[]")),
                 (2, update("openssl", "3.0.1", "3.0.4", &usn("1", "high"))),
                 (3, update("openssl", "3.0.2", "3.0.4", &usn("1", "high"))),
-                (1, update("curl", "8.5", "8.6", "[]")),
             ],
         );
         let counts: Vec<(&str, &str, i64)> = desired
@@ -422,12 +422,12 @@ mod tests {
             counts,
             vec![
                 ("openssl", "3.0.1", 2),
-                ("openssl", "3.0.2", 1),
-                ("curl", "8.5", 1)
+                ("curl", "8.5", 1),
+                ("openssl", "3.0.2", 1)
             ]
         );
-        assert_eq!(desired.hosts.get(&host(1)), Some(&vec![0, 2]));
-        assert_eq!(desired.hosts.get(&host(3)), Some(&vec![1]));
+        assert_eq!(desired.hosts.get(&host(1)), Some(&vec![0, 1]));
+        assert_eq!(desired.hosts.get(&host(3)), Some(&vec![2]));
         assert_eq!(desired.changes[0].max_rank(), Some(2));
     }
 

@@ -195,20 +195,18 @@ mod tests {
     fn desired(reports: &[(u128, &str, &str, &str)]) -> Desired {
         let in_flight = InFlight::default();
         let mut grouping = Grouping::new(Coverage::all(), &in_flight);
-        for (host, package, from, to) in reports {
-            grouping
-                .add(Update {
-                    host_id: Uuid::from_u128(*host),
-                    package: (*package).into(),
-                    ecosystem: "deb".into(),
-                    from_version: (*from).into(),
-                    to_version: (*to).into(),
-                    source_name: None,
-                    security: false,
-                    advisories: JsonText::from_stored("[]"),
-                })
-                .expect("readable");
-        }
+        grouping
+            .add_rows(reports.iter().map(|(host, package, from, to)| Update {
+                host_id: Uuid::from_u128(*host),
+                package: (*package).into(),
+                ecosystem: "deb".into(),
+                from_version: (*from).into(),
+                to_version: (*to).into(),
+                source_name: None,
+                security: false,
+                advisories: JsonText::from_stored("[]"),
+            }))
+            .expect("readable");
         grouping.finish()
     }
 
