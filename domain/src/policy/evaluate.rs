@@ -36,18 +36,18 @@ use crate::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Evaluated {
     Done,
-    /// Another evaluation of the policy is running (Postgres); nothing was read or written.
+    /// Another evaluation of the policy is running; nothing was read or written.
     Busy,
 }
 
 /// One evaluation of `policy_id` at `now` (what the `policy.evaluate` job runs), reading
 /// hosts' updates through `reports` (one per process, kept between runs).
 ///
-/// On Postgres a transaction-scoped advisory lock keyed by the policy admits one run at a
-/// time; a run that finds it taken gives up at once (`Busy`) instead of waiting with a
-/// connection held, so a burst of host changes costs one running and one waiting evaluation
-/// per policy. The dirty mark is claimed only once the lock is held. On SQLite the write
-/// transaction is the lock.
+/// One run per policy at a time: within a process by [`Reports::claim`], and on Postgres
+/// across processes by a transaction-scoped advisory lock keyed by the policy. A run that
+/// finds either taken gives up at once (`Busy`) instead of waiting, so a burst of host changes
+/// costs one running and one waiting evaluation per policy. The dirty mark is claimed only
+/// once the policy is. On SQLite the write transaction keeps runs of several processes apart.
 ///
 /// A policy whose scope or window cannot be read covers no host: its undecided proposals
 /// close and none opens, and the evaluation logs an error naming the policy.
@@ -58,6 +58,9 @@ pub async fn evaluate_policy(
     now: DateTime<Utc>,
 ) -> Result<Evaluated, DbErr> {
     let postgres = db.kind() == DatabaseKind::Postgres;
+    let Some(_claim) = reports.claim(policy_id) else {
+        return Ok(Evaluated::Busy);
+    };
     if !postgres {
         policy_dirty::Entity::delete_by_id(policy_id)
             .exec(&db.orm)

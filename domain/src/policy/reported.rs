@@ -118,10 +118,27 @@ struct State {
     references: usize,
 }
 
-/// The per-process memory of what hosts report (cheap to clone: one memory).
+/// The per-process memory of policy evaluations (cheap to clone: one memory): what hosts
+/// report, and which policies this process is evaluating now.
 #[derive(Clone, Default)]
 pub struct Reports {
     state: Arc<Mutex<State>>,
+    running: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+/// A policy this process is evaluating, until dropped.
+pub struct Claim {
+    running: Arc<Mutex<HashSet<Uuid>>>,
+    policy: Uuid,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.policy);
+    }
 }
 
 impl std::fmt::Debug for Reports {
@@ -202,6 +219,18 @@ impl Reports {
         updates
     }
 
+    /// Claims `policy` for an evaluation in this process; `None` while another holds it.
+    /// Runs of one policy in one process never overlap, so a burst of host changes cannot
+    /// start many runs that each read every changed host (on SQLite nothing else stops them
+    /// before the write lock; on Postgres the advisory lock is taken on a connection).
+    pub fn claim(&self, policy: Uuid) -> Option<Claim> {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.insert(policy).then(|| Claim {
+            running: self.running.clone(),
+            policy,
+        })
+    }
+
     /// Hosts kept (for tests and benchmarks).
     pub fn hosts(&self) -> usize {
         self.state().hosts.len()
@@ -246,6 +275,21 @@ mod tests {
         reports.keep(b, 2, vec![update("curl", "3")]);
         let lookup = reports.lookup([(b, 2)]);
         assert_eq!(lookup.found[0].1[0].key.to_version, "3");
+    }
+
+    #[test]
+    fn a_policy_is_claimed_by_one_evaluation_at_a_time() {
+        let reports = Reports::new();
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let first = reports.claim(a).expect("free");
+        assert!(
+            reports.clone().claim(a).is_none(),
+            "held, through any clone"
+        );
+        let other = reports.claim(b).expect("another policy is free");
+        drop(first);
+        assert!(reports.claim(a).is_some(), "free again once dropped");
+        drop(other);
     }
 
     #[test]
