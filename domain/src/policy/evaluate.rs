@@ -61,14 +61,15 @@ pub async fn evaluate_policy(
     let Some(_claim) = reports.claim(policy_id) else {
         return Ok(Evaluated::Busy);
     };
+    let mut prepared = None;
     if !postgres {
         policy_dirty::Entity::delete_by_id(policy_id)
             .exec(&db.orm)
             .await?;
-        // SQLite has one writer at a time: the hosts' updates that changed are read before
-        // the write transaction, which then reads only what changed in between.
+        // SQLite has one writer at a time: what the hosts need is read and grouped before the
+        // write transaction, which only checks that nothing it was computed from has moved.
         if let Some(policy) = policies::Entity::find_by_id(policy_id).one(&db.orm).await? {
-            needs::prefetch(&db.orm, &policy, reports).await?;
+            prepared = Some(needs::prepare(&db.orm, policy, reports).await?);
         }
     }
     let txn = db.begin_write().await?;
@@ -118,7 +119,10 @@ pub async fn evaluate_policy(
             return Ok(Evaluated::Done);
         }
     };
-    let desired = needs::desired(&txn, &policy, reports).await?;
+    let desired = match prepared {
+        Some(prepared) => needs::desired_as_prepared(&txn, &policy, prepared, reports).await?,
+        None => needs::desired(&txn, &policy, reports).await?,
+    };
     let kev = needs::known_exploited_cves(&txn, &desired).await?;
 
     let (packages, releases): (Vec<_>, Vec<_>) =

@@ -125,7 +125,7 @@ impl Coverage {
 
 /// What proposals of the policy already going ahead carry: (host, package, ecosystem, target
 /// version) and (host, release key).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InFlight {
     pub changes: HashSet<(Uuid, String, String, String)>,
     pub releases: HashSet<(Uuid, String)>,
@@ -162,7 +162,7 @@ impl Update {
 }
 
 /// A host's release, and the upgrade its agent says is offered.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostRelease {
     pub distro: Option<String>,
     pub distro_version: Option<String>,
@@ -170,32 +170,15 @@ pub struct HostRelease {
     pub release_upgrade: Option<JsonText<OfferedUpgrade>>,
 }
 
-/// A reported update, compared and hashed by identity: updates are interned
-/// ([`super::reported::Reports`]), so one identity is one text.
-struct Same(Arc<Reported>);
-
-impl PartialEq for Same {
-    fn eq(&self, other: &Same) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for Same {}
-
-impl std::hash::Hash for Same {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        std::ptr::hash(Arc::as_ptr(&self.0), state);
-    }
-}
-
 /// Builds the [`Desired`] changes of a policy, one host's reported updates at a time.
 pub struct Grouping<'a> {
     coverage: Coverage,
     in_flight: &'a InFlight,
     desired: Desired,
-    /// What each reported update became: the change it counts for, or `None` when the
-    /// policy does not cover it. Its advisories were merged into the change when first seen.
-    seen: HashMap<Same, Option<u32>>,
+    /// What each reported update became, by its address: the change it counts for, or `None`
+    /// when the policy does not cover it (its advisories were merged into the change when
+    /// first seen). The update is held here, so its address is not reused while grouping.
+    seen: HashMap<usize, (Arc<Reported>, Option<u32>)>,
     /// The last host counted for each change: a change a host reports twice (two
     /// architectures) counts once.
     last_host: Vec<Option<Uuid>>,
@@ -226,7 +209,8 @@ impl<'a> Grouping<'a> {
     /// security update when it asks for those, below its minimum severity). Advisories that
     /// cannot be read are an error: an update is never proposed as if it fixed nothing.
     fn change_of(&mut self, update: &Arc<Reported>) -> Result<Option<u32>, Unreadable> {
-        if let Some(found) = self.seen.get(&Same(update.clone())) {
+        let address = Arc::as_ptr(update) as usize;
+        if let Some((_, found)) = self.seen.get(&address) {
             return Ok(*found);
         }
         let covered = !(self.coverage.security_only && !update.security && update.unrated())
@@ -253,7 +237,7 @@ impl<'a> Grouping<'a> {
         } else {
             None
         };
-        self.seen.insert(Same(update.clone()), found);
+        self.seen.insert(address, (update.clone(), found));
         Ok(found)
     }
 

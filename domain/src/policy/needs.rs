@@ -30,6 +30,7 @@ use crate::{proposals::host_jobs::positions, status::ProposalStatus};
 const HOST_CHUNK: usize = 500;
 
 /// A host in scope, with what evaluation needs of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScopeHost {
     id: Uuid,
     /// `hosts.updates_seq`: where its updates stand.
@@ -155,17 +156,40 @@ pub async fn reported_updates<C: ConnectionTrait>(
         .collect())
 }
 
-/// Reads into `reports` the updates of the policy's hosts that it does not keep yet, without
-/// grouping them: run before an evaluation's write transaction, so that what the
-/// transaction still reads is only what changed in between.
-pub async fn prefetch<C: ConnectionTrait>(
+/// What a policy's desired changes are computed from, besides its hosts' updates (which
+/// their `updates_seq` stands for): its hosts in scope and what proposals going ahead carry.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Basis {
+    hosts: Vec<ScopeHost>,
+    in_flight: InFlight,
+}
+
+async fn basis<C: ConnectionTrait>(db: &C, policy: &policies::Model) -> Result<Basis, DbErr> {
+    Ok(Basis {
+        hosts: scope_hosts(db, policy).await?,
+        in_flight: in_flight(db, policy.id).await?,
+    })
+}
+
+/// The desired changes of `policy` over `basis`, reading the updates `reports` does not keep.
+async fn group<C: ConnectionTrait>(
     db: &C,
     policy: &policies::Model,
+    basis: &Basis,
     reports: &Reports,
-) -> Result<(), DbErr> {
-    let hosts = scope_hosts(db, policy).await?;
-    reported_updates(db, &hosts, reports).await?;
-    Ok(())
+) -> Result<Desired, DbErr> {
+    let updates = reported_updates(db, &basis.hosts, reports).await?;
+    let mut grouping = Grouping::new(Coverage::of(policy), &basis.in_flight);
+    for host in &basis.hosts {
+        grouping.host_distro(host.id, host.release.distro.as_deref());
+    }
+    for (host, updates) in &updates {
+        grouping.add_host(*host, updates)?;
+    }
+    for host in &basis.hosts {
+        grouping.add_release(host.id, &host.release)?;
+    }
+    Ok(grouping.finish())
 }
 
 /// What the policy's hosts need: their available updates that the policy covers, less what a
@@ -177,24 +201,51 @@ pub async fn desired(
     policy: &policies::Model,
     reports: &Reports,
 ) -> Result<Desired, DbErr> {
-    let hosts = scope_hosts(txn, policy).await?;
-    let in_flight = in_flight(txn, policy.id).await?;
-    let updates = reported_updates(txn, &hosts, reports).await?;
-    let mut grouping = Grouping::new(Coverage::of(policy), &in_flight);
-    for host in &hosts {
-        grouping.host_distro(host.id, host.release.distro.as_deref());
+    let basis = basis(txn, policy).await?;
+    group(txn, policy, &basis, reports).await
+}
+
+/// [`desired`] computed ahead, outside the transaction that will write it.
+pub struct Prepared {
+    policy: policies::Model,
+    basis: Basis,
+    desired: Desired,
+}
+
+/// Computes [`desired`] before the write transaction (SQLite has one writer at a time: a
+/// check-in should not wait while an evaluation reads and groups).
+pub async fn prepare<C: ConnectionTrait>(
+    db: &C,
+    policy: policies::Model,
+    reports: &Reports,
+) -> Result<Prepared, DbErr> {
+    let basis = basis(db, &policy).await?;
+    let desired = group(db, &policy, &basis, reports).await?;
+    Ok(Prepared {
+        policy,
+        basis,
+        desired,
+    })
+}
+
+/// [`desired`] in the write transaction: what `prepared` computed, if the policy and its
+/// basis are still what it was computed from (the hosts' updates included, since their
+/// counts are part of the basis); computed again otherwise.
+pub async fn desired_as_prepared(
+    txn: &DatabaseTransaction,
+    policy: &policies::Model,
+    prepared: Prepared,
+    reports: &Reports,
+) -> Result<Desired, DbErr> {
+    let basis = basis(txn, policy).await?;
+    if prepared.policy == *policy && prepared.basis == basis {
+        return Ok(prepared.desired);
     }
-    for (host, updates) in &updates {
-        grouping.add_host(*host, updates)?;
-    }
-    for host in &hosts {
-        grouping.add_release(host.id, &host.release)?;
-    }
-    Ok(grouping.finish())
+    group(txn, policy, &basis, reports).await
 }
 
 /// What proposals of the policy already going ahead carry, per host.
-async fn in_flight(txn: &DatabaseTransaction, policy_id: Uuid) -> Result<InFlight, DbErr> {
+async fn in_flight<C: ConnectionTrait>(txn: &C, policy_id: Uuid) -> Result<InFlight, DbErr> {
     let going: Vec<proposals::Model> = proposals::Entity::find()
         .filter(proposals::Column::PolicyId.eq(policy_id))
         .filter(proposals::Column::Status.is_in(ProposalStatus::IN_FLIGHT))
