@@ -121,8 +121,8 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
     use std::sync::Arc;
 
     let config = Arc::new(config);
-    // The api's own 16, plus what an embedded worker holds.
-    let db = platform::db::Database::connect(&config, 16 + worker::QUEUES).await?;
+    let connections = platform::db::api_connections(config.database_url.expose(), worker::QUEUES);
+    let db = platform::db::Database::connect(&config, connections).await?;
     db.migrate().await?;
     let clock: platform::clock::SharedClock = Arc::new(platform::clock::SystemClock);
     let agent_ca = agent::ca::load_or_create(&db, &config, clock.as_ref()).await?;

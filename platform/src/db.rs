@@ -172,5 +172,24 @@ fn sqlite_options(url: &str) -> anyhow::Result<SqliteConnectOptions> {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
-        .busy_timeout(Duration::from_secs(10)))
+        .busy_timeout(Duration::from_secs(10))
+        // Prepared statements kept per connection. A multi-row insert of a few hundred
+        // packages is one statement of thousands of parameters, and each chunk size is a
+        // statement of its own: at sqlx's default of 100 per connection they held most of the
+        // embedded default's memory (BENCHMARKS.md, "Memory of the embedded default").
+        .statement_cache_capacity(SQLITE_STATEMENTS))
+}
+
+/// Prepared statements kept per SQLite connection: the hot paths' statements, not every
+/// insert of every chunk size.
+const SQLITE_STATEMENTS: usize = 32;
+
+/// Pool size of an api process on `DATABASE_URL`: its own 16 connections, plus, on Postgres,
+/// one LISTEN connection per queue of an embedded worker (SQLite's queues are polled).
+pub fn api_connections(url: &str, listeners: u32) -> u32 {
+    if url.starts_with("sqlite:") {
+        16
+    } else {
+        16 + listeners
+    }
 }
