@@ -134,13 +134,12 @@ fn acceptable_request_id(value: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
+/// An answer on its way, and the flag its request body's limit raises.
+type Begun<'a, T> = (BoxFuture<'a, Result<T>>, Option<Arc<AtomicBool>>);
+
 impl<E: Endpoint> EdgeEndpoint<E> {
     /// The inner endpoint's answer to `req`, boxed, and the flag its body's limit raises.
-    fn begin(
-        &self,
-        mut req: Request,
-        limit: usize,
-    ) -> Result<(BoxFuture<'_, Result<E::Output>>, Option<Arc<AtomicBool>>)> {
+    fn begin(&self, mut req: Request, limit: usize) -> Result<Begun<'_, E::Output>> {
         let over_limit = limit_body(&mut req, limit)?;
         Ok((Box::pin(self.inner.call(req)), over_limit))
     }
