@@ -84,35 +84,13 @@ pub fn app(state: AppState) -> impl Endpoint + 'static {
             .body(document.clone())
     });
     let docs = poem::endpoint::make_sync(move |_| poem::web::Html(docs_page.clone()));
-    let changes = state.db.identity.clone();
-    let pool = state.db.pool.clone();
+    let settle = http::identity_cache::SettleChanges::new(&state.db);
     Route::new()
+        // The liveness probe skips the OpenAPI service's routing (`http::health::Liveness`).
+        .at(http::health::LIVENESS_PATH, http::health::Liveness)
         .nest("/v1/openapi.json", spec)
         .nest("/docs", docs)
-        .nest("/", service.with(allowed))
-        .data(state)
-        .around(move |endpoint, req| {
-            // A change is answered only once every api replica has heard of it, so that the
-            // caller's next request is decided on it wherever it lands
-            // (`platform::identity_changes`; SQLite's count is in the database already).
-            let settle = match &pool {
-                platform::db::Pool::Postgres(pool)
-                    if http::identity_cache::may_change_identity(req.method(), req.uri().path()) =>
-                {
-                    Some((changes.clone(), pool.clone()))
-                }
-                _ => None,
-            };
-            async move {
-                let answer = endpoint.call(req).await;
-                if let Some((changes, pool)) = settle
-                    && let Err(err) = changes.settle(&pool).await
-                {
-                    tracing::warn!(error = %err, "could not wait for the api replicas to hear of a change");
-                }
-                answer
-            }
-        })
+        .nest("/", service.with(allowed).data(state).with(settle))
         .with(http::middleware::Edge)
 }
 

@@ -1,12 +1,65 @@
 //! Liveness and readiness, outside `/v1` (decisions §11).
+//!
+//! `GET /healthz` is polled far more often than anything else and does nothing, so the app
+//! answers it with [`Liveness`], before the OpenAPI service's routing and parsing, with the
+//! answer of the documented operation (`HealthApi::healthz`; a test compares the two). It still
+//! crosses the edge like every request: request id, error answers, headers.
 
+use std::future::Future;
+
+use poem::{
+    Endpoint, IntoResponse, Request, Response,
+    error::MethodNotAllowedError,
+    http::{HeaderValue, Method},
+};
 use poem_openapi::{ApiResponse, OpenApi, payload::PlainText};
 
 use crate::{
     http::error::{ApiError, Errors, Unavailable},
+    http::middleware::ExtraHeaders,
     http::tags::Tag,
     state::AppState,
 };
+
+/// The liveness probe's path.
+pub const LIVENESS_PATH: &str = "/healthz";
+/// The readiness probe's path.
+pub const READINESS_PATH: &str = "/readyz";
+
+/// The probe `path` is, if it is one.
+pub fn probe(path: &str) -> Option<&'static str> {
+    match path {
+        LIVENESS_PATH => Some(LIVENESS_PATH),
+        READINESS_PATH => Some(READINESS_PATH),
+        _ => None,
+    }
+}
+
+/// `/healthz` without the OpenAPI service: what `HealthApi::healthz` answers, `GET` and `HEAD`
+/// (no body, as poem answers a `HEAD`), and 405 with `Allow` otherwise.
+pub struct Liveness;
+
+impl Endpoint for Liveness {
+    type Output = Response;
+
+    // Answered before any future is made: the future holds the answer, not the request.
+    fn call(&self, req: Request) -> impl Future<Output = poem::Result<Response>> + Send {
+        std::future::ready(match *req.method() {
+            Method::GET => Ok("ok".into_response()),
+            Method::HEAD => {
+                let mut response = "ok".into_response();
+                response.set_body(());
+                Ok(response)
+            }
+            _ => {
+                if let Some(extra) = req.extensions().get::<ExtraHeaders>() {
+                    extra.push("allow", HeaderValue::from_static("GET, HEAD"));
+                }
+                Err(MethodNotAllowedError.into())
+            }
+        })
+    }
+}
 
 pub struct HealthApi {
     pub state: AppState,

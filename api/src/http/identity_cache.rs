@@ -4,7 +4,7 @@
 //!
 //! Correctness does not rest on the lifetime: an answer is served only while nothing it depends
 //! on has changed anywhere (`platform::identity_changes`: on Postgres every replica hears of every
-//! change, and this process counts its own as it answers them, `crate::app`; on SQLite the
+//! change, and this process counts its own as it answers them, [`SettleChanges`]; on SQLite the
 //! database keeps the count). A signed-out session, a revoked API token, a removed
 //! member, a changed role or a deprovisioned person is therefore refused or re-scoped from the
 //! next request on, at every replica. The [`LIFETIME`] only bounds memory: if Postgres' listening
@@ -26,6 +26,64 @@ use crate::identity::roles::Role;
 /// person in and may set their role).
 pub fn may_change_identity(method: &poem::http::Method, path: &str) -> bool {
     (!method.is_safe() && !path.starts_with("/v1/agent/")) || path == "/v1/auth/sso/callback"
+}
+
+/// Answers a change only once every api replica has heard of it, so that the caller's next
+/// request is decided on it wherever it lands (`platform::identity_changes`; SQLite's count is
+/// in the database already, so there is nothing to wait for).
+#[derive(Clone)]
+pub struct SettleChanges {
+    changes: platform::identity_changes::IdentityChanges,
+    pool: platform::db::Pool,
+}
+
+impl SettleChanges {
+    pub fn new(db: &platform::db::Database) -> SettleChanges {
+        SettleChanges {
+            changes: db.identity.clone(),
+            pool: db.pool.clone(),
+        }
+    }
+}
+
+impl<E: poem::Endpoint> poem::Middleware<E> for SettleChanges {
+    type Output = SettleChangesEndpoint<E>;
+
+    fn transform(&self, inner: E) -> Self::Output {
+        SettleChangesEndpoint {
+            inner,
+            settle: self.clone(),
+        }
+    }
+}
+
+pub struct SettleChangesEndpoint<E> {
+    inner: E,
+    settle: SettleChanges,
+}
+
+impl<E: poem::Endpoint> poem::Endpoint for SettleChangesEndpoint<E> {
+    type Output = E::Output;
+
+    async fn call(&self, req: poem::Request) -> poem::Result<Self::Output> {
+        let pool = match &self.settle.pool {
+            platform::db::Pool::Postgres(pool)
+                if may_change_identity(req.method(), req.uri().path()) =>
+            {
+                Some(pool)
+            }
+            _ => None,
+        };
+        let answer = self.inner.call(req).await;
+        if let Some(pool) = pool {
+            // Boxed: its statements' state would otherwise make every request's future larger.
+            let settled = Box::pin(self.settle.changes.settle(pool)).await;
+            if let Err(err) = settled {
+                tracing::warn!(error = %err, "could not wait for the api replicas to hear of a change");
+            }
+        }
+        answer
+    }
 }
 
 /// The longest an answer is kept.

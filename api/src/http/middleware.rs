@@ -8,6 +8,7 @@
 //! operation that wants it, after its own checks (agent calls after their signature).
 
 use std::{
+    future::Future,
     panic::AssertUnwindSafe,
     sync::{
         Arc,
@@ -16,7 +17,7 @@ use std::{
     time::Instant,
 };
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, future::BoxFuture};
 use poem::{
     Body, Endpoint, IntoResponse, Middleware, Request, Response, Result, http::HeaderValue,
 };
@@ -45,9 +46,49 @@ pub fn body_limit(path: &str) -> usize {
     }
 }
 
-/// The request's id, readable by handlers through `Data<&RequestId>` or the request extensions.
+/// The request's id: the client's `X-Request-Id` when it is acceptable (echoed), a new UUIDv7
+/// otherwise. Readable by handlers through `Data<&RequestId>` or the request extensions.
+///
+/// Kept as the header value it is answered with, so that echoing or generating it costs no
+/// more than one copy of its bytes.
 #[derive(Clone, Debug)]
-pub struct RequestId(pub Arc<str>);
+pub struct RequestId(HeaderValue);
+
+impl RequestId {
+    /// The id of `req`.
+    pub fn of(req: &Request) -> RequestId {
+        match req.headers().get(REQUEST_ID_HEADER) {
+            Some(value) if acceptable_request_id(value.as_bytes()) => RequestId(value.clone()),
+            _ => RequestId::generate(),
+        }
+    }
+
+    fn generate() -> RequestId {
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let text = uuid::Uuid::now_v7().hyphenated().encode_lower(&mut text);
+        // Hex digits and hyphens are always a valid header value.
+        RequestId(
+            HeaderValue::from_str(text)
+                .unwrap_or_else(|_| HeaderValue::from_static("unknown-request-id")),
+        )
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only visible ASCII gets here (`acceptable_request_id` or a UUID).
+        self.0.to_str().unwrap_or_default()
+    }
+
+    /// The value of the `X-Request-Id` response header.
+    pub fn header_value(&self) -> &HeaderValue {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Response headers that inner layers ask the edge to add to the final answer (for example the
 /// rate-limit state), even when the inner layer answers with an error.
@@ -58,6 +99,16 @@ impl ExtraHeaders {
     pub fn push(&self, name: &'static str, value: HeaderValue) {
         if let Ok(mut headers) = self.0.lock() {
             headers.push((name, value));
+        }
+    }
+
+    /// Adds the pushed headers to `response`.
+    pub fn apply(&self, response: &mut Response) {
+        if let Ok(extra) = self.0.lock() {
+            let headers = response.headers_mut();
+            for (name, value) in extra.iter() {
+                headers.insert(*name, value.clone());
+            }
         }
     }
 }
@@ -76,72 +127,113 @@ pub struct EdgeEndpoint<E> {
     inner: E,
 }
 
-fn acceptable_request_id(value: &str) -> bool {
+fn acceptable_request_id(value: &[u8]) -> bool {
     (1..=128).contains(&value.len())
         && value
-            .bytes()
+            .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// An answer on its way, and the flag its request body's limit raises.
+type Begun<'a, T> = (BoxFuture<'a, Result<T>>, Option<Arc<AtomicBool>>);
+
+impl<E: Endpoint> EdgeEndpoint<E> {
+    /// The inner endpoint's answer to `req`, boxed, and the flag its body's limit raises.
+    fn begin(&self, mut req: Request, limit: usize) -> Result<Begun<'_, E::Output>> {
+        let over_limit = limit_body(&mut req, limit)?;
+        Ok((Box::pin(self.inner.call(req)), over_limit))
+    }
 }
 
 impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
     type Output = Response;
 
-    async fn call(&self, mut req: Request) -> Result<Self::Output> {
+    // Not an `async fn`: a future is moved whole each time a layer wraps or boxes it, and an
+    // `async fn` taking the request would hold it (and then the inner future beside it) in its
+    // own. Here the request is handed on first and the inner future boxed once, so what the
+    // outer layers and the server move is only what this edge keeps.
+    fn call(&self, mut req: Request) -> impl Future<Output = Result<Self::Output>> + Send {
         let started = Instant::now();
-        let request_id: Arc<str> = match req.header(REQUEST_ID_HEADER) {
-            Some(v) if acceptable_request_id(v) => v.into(),
-            _ => uuid::Uuid::now_v7().to_string().into(),
-        };
+        let request_id = RequestId::of(&req);
         let extra = ExtraHeaders::default();
-        req.extensions_mut().insert(RequestId(request_id.clone()));
-        req.extensions_mut().insert(extra.clone());
-        let method = req.method().clone();
-        let path = req.uri().path().to_owned();
-        let span = tracing::info_span!("request", %method, %path, request_id = %request_id);
-
-        let outcome = async {
-            let over_limit = limit_body(&mut req, body_limit(&path))?;
-            let outcome = match AssertUnwindSafe(self.inner.call(req)).catch_unwind().await {
-                Ok(Ok(output)) => Ok(output.into_response()),
-                Ok(Err(err)) => Err(err),
-                Err(_) => {
-                    tracing::error!("handler panicked");
-                    Err(ApiError::Internal(anyhow::anyhow!("handler panicked")).into())
-                }
-            };
-            // Whoever read the body failed on its limit, whatever error it made of that.
-            if over_limit.load(Ordering::Relaxed) {
-                return Err(ApiError::PayloadTooLarge.into());
-            }
-            outcome
-        }
-        .instrument(span.clone())
-        .await;
-
-        let mut response = match outcome {
-            Ok(response) => response,
-            Err(err) if crate::scim::v2::wire::is_scim_path(&path) => {
-                span.in_scope(|| scim_error_response(err))
-            }
-            Err(err) => span.in_scope(|| error_response(err, &request_id)),
+        let path = req.uri().path();
+        let limit = body_limit(path);
+        let scim = crate::scim::v2::wire::is_scim_path(path);
+        // Probes are polled every few seconds by whatever runs the service: their lines are
+        // `debug` (a failing probe's answer is still logged at `info`).
+        let probe = crate::http::health::probe(path);
+        let span = if probe.is_some() {
+            tracing::debug_span!("request", method = %req.method(), %path, %request_id)
+        } else {
+            tracing::info_span!("request", method = %req.method(), %path, %request_id)
         };
-        let headers = response.headers_mut();
-        if let Ok(value) = HeaderValue::from_str(&request_id) {
-            headers.insert(REQUEST_ID_HEADER, value);
+        req.extensions_mut().insert(request_id.clone());
+        req.extensions_mut().insert(extra.clone());
+        let begun = span.in_scope(|| self.begin(req, limit));
+
+        async move {
+            let outcome = match begun {
+                Ok((answer, over_limit)) => {
+                    let outcome = catch_panic(answer).instrument(span.clone()).await;
+                    // Whoever read the body failed on its limit, whatever error it made of that.
+                    if over_limit.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
+                        Err(ApiError::PayloadTooLarge.into())
+                    } else {
+                        outcome
+                    }
+                }
+                Err(err) => Err(err),
+            };
+            let mut response = match outcome {
+                Ok(response) => response,
+                Err(err) if scim => span.in_scope(|| scim_error_response(err)),
+                Err(err) => span.in_scope(|| error_response(err, request_id.as_str())),
+            };
+            let status = response.status();
+            // A field's value is worked out only when its event is logged.
+            let elapsed_ms = || started.elapsed().as_secs_f64() * 1000.0;
+            span.in_scope(|| match probe {
+                None => tracing::info!(
+                    status = status.as_u16(),
+                    elapsed_ms = elapsed_ms(),
+                    "answered"
+                ),
+                Some(_) if status.is_success() => {
+                    tracing::debug!(
+                        status = status.as_u16(),
+                        elapsed_ms = elapsed_ms(),
+                        "answered"
+                    )
+                }
+                // The probe's span may be off at `info`: this line says which request it was.
+                Some(path) => tracing::info!(
+                    status = status.as_u16(),
+                    elapsed_ms = elapsed_ms(),
+                    path,
+                    %request_id,
+                    "answered"
+                ),
+            });
+            response
+                .headers_mut()
+                .insert(REQUEST_ID_HEADER, request_id.0);
+            extra.apply(&mut response);
+            Ok(response)
         }
-        if let Ok(extra) = extra.0.lock() {
-            for (name, value) in extra.iter() {
-                headers.insert(*name, value.clone());
-            }
+    }
+}
+
+/// `answer`'s outcome as a response, a panic in it an internal error.
+pub async fn catch_panic<T: IntoResponse>(
+    answer: impl Future<Output = Result<T>>,
+) -> Result<Response> {
+    match AssertUnwindSafe(answer).catch_unwind().await {
+        Ok(Ok(output)) => Ok(output.into_response()),
+        Ok(Err(err)) => Err(err),
+        Err(_) => {
+            tracing::error!("handler panicked");
+            Err(ApiError::Internal(anyhow::anyhow!("handler panicked")).into())
         }
-        span.in_scope(|| {
-            tracing::info!(
-                status = response.status().as_u16(),
-                elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
-                "answered"
-            )
-        });
-        Ok(response)
     }
 }
 
@@ -187,9 +279,8 @@ fn scim_error_response(err: poem::Error) -> Response {
 
 /// Puts the body under `limit`: a `Content-Length` over it is 413 at once; otherwise the body
 /// is counted as it is read and fails at the first byte past the limit, raising the flag this
-/// returns.
-fn limit_body(req: &mut Request, limit: usize) -> Result<Arc<AtomicBool>> {
-    let over_limit = Arc::new(AtomicBool::new(false));
+/// returns (none for an empty body, which has nothing to count).
+pub fn limit_body(req: &mut Request, limit: usize) -> Result<Option<Arc<AtomicBool>>> {
     if req
         .header("content-length")
         .and_then(|v| v.parse::<u64>().ok())
@@ -200,8 +291,9 @@ fn limit_body(req: &mut Request, limit: usize) -> Result<Arc<AtomicBool>> {
     let body = req.take_body();
     if body.is_empty() {
         req.set_body(body);
-        return Ok(over_limit);
+        return Ok(None);
     }
+    let over_limit = Arc::new(AtomicBool::new(false));
     let flag = over_limit.clone();
     let mut seen = 0usize;
     let counted = body.into_bytes_stream().map(move |piece| {
@@ -216,5 +308,5 @@ fn limit_body(req: &mut Request, limit: usize) -> Result<Arc<AtomicBool>> {
         Ok(piece)
     });
     req.set_body(Body::from_bytes_stream(counted));
-    Ok(over_limit)
+    Ok(Some(over_limit))
 }

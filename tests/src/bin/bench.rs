@@ -16,7 +16,11 @@
 //!   to the bare app are printed. `stack` runs without a log subscriber; `stack-log` logs one
 //!   `info` line per request in the service's format (to `--log-file`, /dev/null by default).
 //!   `bare-edge` (bare app + the api's `Edge` middleware) and `openapi` (the OpenAPI service
-//!   without `Edge`) split the cost. `--server-threads`, `--wrk-cpus` and `taskset` keep the load
+//!   without `Edge`) split the cost; `stack-openapi` is the api without its `/healthz` fast path.
+//!   The `layer-*` targets put one step of `Edge` or of `api::app` on the bare app (request id,
+//!   extra headers, span, body limit, panic catching, `.data(state)`, the identity settle,
+//!   `AllowedMethods`, the `nest("/")`), to be read against `layer-noop`; the size of every
+//!   app's request future is printed too. `--server-threads`, `--wrk-cpus` and `taskset` keep the load
 //!   generator and the servers on separate CPUs.
 //! - `queue-latency`: on Postgres, with one idle worker (LISTEN/NOTIFY plus a 1 s poll, built
 //!   like `worker::run` builds its workers), pushes `--jobs` no-op jobs one at a time through
@@ -59,6 +63,12 @@ use apalis::{
 };
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
+use api::http::{
+    identity_cache::SettleChanges,
+    middleware::{
+        Edge, ExtraHeaders, REQUEST_ID_HEADER, RequestId, body_limit, catch_panic, limit_body,
+    },
+};
 use clap::{Parser, Subcommand, ValueEnum};
 use platform::{
     clock::SystemClock,
@@ -155,10 +165,50 @@ enum Target {
     Stack,
     /// The same, logging each request at `info` like the service does by default.
     StackLog,
+    /// The api's routes without the `/healthz` fast path (`http::health::Liveness`): the probe
+    /// answered by the OpenAPI service, as before it had one. No log subscriber.
+    StackOpenapi,
     /// To split the cost: the bare app wrapped in the api's edge middleware only.
     BareEdge,
+    /// The same, logging like `stack-log`.
+    BareEdgeLog,
     /// To split the cost: the OpenAPI service (`api::openapi`) without the edge middleware.
     Openapi,
+    /// One layer on the bare app, for each step of `Edge` and of `api::app`: a layer that only
+    /// calls the bare app (what the other layers are measured against).
+    LayerNoop,
+    /// The request id (`RequestId::of`: echoed or a new UUIDv7), put in the request's
+    /// extensions and on the response.
+    LayerRequestId,
+    /// `ExtraHeaders`: made, put in the request's extensions, applied to the response.
+    LayerExtraHeaders,
+    /// The request's tracing span at `info` (method, path, request id), the answer
+    /// instrumented with it, and the `answered` event, with no log subscriber.
+    LayerSpan,
+    /// The same, logging like `stack-log`.
+    LayerSpanLog,
+    /// `limit_body` and the check of its flag after the answer.
+    LayerBodyLimit,
+    /// `catch_panic` around the answer.
+    LayerCatchPanic,
+    /// `.data(state)`: the app state cloned into every request's extensions.
+    LayerData,
+    /// `SettleChanges`, the identity-settle step.
+    LayerSettle,
+    /// `AllowedMethods` (the `Allow` header of a 405).
+    LayerAllowed,
+    /// `Route::new().nest("/", app)`, how the api nests the OpenAPI service.
+    LayerNest,
+}
+
+impl Target {
+    /// Whether the request log is written while this target is measured.
+    fn logs(self) -> bool {
+        matches!(
+            self,
+            Target::StackLog | Target::BareEdgeLog | Target::LayerSpanLog
+        )
+    }
 }
 
 impl fmt::Display for Target {
@@ -167,8 +217,21 @@ impl fmt::Display for Target {
             Target::Bare => "bare poem",
             Target::Stack => "api stack",
             Target::StackLog => "api stack + info log",
+            Target::StackOpenapi => "api stack, no fast path",
             Target::BareEdge => "bare poem + Edge",
+            Target::BareEdgeLog => "bare + Edge + info log",
             Target::Openapi => "openapi, no Edge",
+            Target::LayerNoop => "layer: no-op",
+            Target::LayerRequestId => "layer: request id",
+            Target::LayerExtraHeaders => "layer: extra headers",
+            Target::LayerSpan => "layer: span",
+            Target::LayerSpanLog => "layer: span + info log",
+            Target::LayerBodyLimit => "layer: body limit",
+            Target::LayerCatchPanic => "layer: catch panic",
+            Target::LayerData => "layer: data(state)",
+            Target::LayerSettle => "layer: settle",
+            Target::LayerAllowed => "layer: allowed methods",
+            Target::LayerNest => "layer: nest(\"/\")",
         })
     }
 }
@@ -323,7 +386,7 @@ fn hello() -> &'static str {
 }
 
 async fn http(args: HttpArgs) -> anyhow::Result<()> {
-    if args.targets.contains(&Target::StackLog) {
+    if args.targets.iter().any(|t| t.logs()) {
         install_request_log(&args.log_file)?;
     }
     let shutdown = CancellationToken::new();
@@ -362,43 +425,113 @@ async fn http(args: HttpArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
 
-    // The other apps on the same runtime.
+    // The other apps on the same runtime; every target serves `/healthz`.
     let bare = || poem::Route::new().at("/healthz", poem::get(hello));
-    let bare_addr = serve_endpoint(bare(), shutdown.clone()).await?;
-    let edge_addr = serve_endpoint(
-        bare().with(api::http::middleware::Edge).map_to_response(),
-        shutdown.clone(),
-    )
-    .await?;
-    let openapi_addr = serve_endpoint(
-        poem::Route::new()
-            .nest("/", api::openapi(&state))
-            .data(state.clone()),
-        shutdown.clone(),
-    )
-    .await?;
-
-    let url = |target: Target| match target {
-        Target::Bare => format!("http://{bare_addr}/healthz"),
-        Target::Stack | Target::StackLog => format!("http://{stack_addr}/healthz"),
-        Target::BareEdge => format!("http://{edge_addr}/healthz"),
-        Target::Openapi => format!("http://{openapi_addr}/healthz"),
-    };
-    for target in [
-        Target::Bare,
+    let mut servers: Vec<(Target, SocketAddr, usize)> = vec![(
         Target::Stack,
-        Target::BareEdge,
-        Target::Openapi,
-    ] {
-        let body = reqwest::get(url(target))
-            .await?
-            .error_for_status()?
-            .text()
-            .await?;
+        stack_addr,
+        future_size(&api::app(state.clone())),
+    )];
+    for &target in &args.targets {
+        if servers.iter().any(|(t, _, _)| *t == target) {
+            continue;
+        }
+        let served = match target {
+            Target::Stack | Target::StackLog => continue,
+            Target::Bare => serve_endpoint(bare(), shutdown.clone()).await?,
+            Target::StackOpenapi => {
+                // `api::app` as it was before `/healthz` had its own route.
+                let allowed =
+                    api::http::openapi::AllowedMethods::from_document(&api::openapi_json(&state));
+                let app = poem::Route::new()
+                    .nest(
+                        "/",
+                        api::openapi(&state)
+                            .with(allowed)
+                            .data(state.clone())
+                            .with(SettleChanges::new(&state.db)),
+                    )
+                    .with(Edge);
+                serve_endpoint(app, shutdown.clone()).await?
+            }
+            Target::BareEdge | Target::BareEdgeLog => {
+                serve_endpoint(bare().with(Edge).map_to_response(), shutdown.clone()).await?
+            }
+            Target::Openapi => {
+                let app = poem::Route::new()
+                    .nest("/", api::openapi(&state))
+                    .data(state.clone());
+                serve_endpoint(app, shutdown.clone()).await?
+            }
+            Target::LayerNoop
+            | Target::LayerRequestId
+            | Target::LayerExtraHeaders
+            | Target::LayerSpan
+            | Target::LayerSpanLog
+            | Target::LayerBodyLimit
+            | Target::LayerCatchPanic => {
+                let app = OneLayer {
+                    inner: bare(),
+                    target,
+                };
+                serve_endpoint(app, shutdown.clone()).await?
+            }
+            Target::LayerData => {
+                serve_endpoint(bare().data(state.clone()), shutdown.clone()).await?
+            }
+            Target::LayerSettle => {
+                let app = bare().with(SettleChanges::new(&state.db));
+                serve_endpoint(app, shutdown.clone()).await?
+            }
+            Target::LayerAllowed => {
+                let allowed =
+                    api::http::openapi::AllowedMethods::from_document(&api::openapi_json(&state));
+                serve_endpoint(bare().with(allowed), shutdown.clone()).await?
+            }
+            Target::LayerNest => {
+                let app = poem::Route::new().nest("/", bare());
+                serve_endpoint(app, shutdown.clone()).await?
+            }
+        };
+        servers.push((target, served.0, served.1));
+    }
+    let server = |target: Target| {
+        let target = match target {
+            Target::StackLog => Target::Stack,
+            Target::BareEdgeLog => Target::BareEdge,
+            other => other,
+        };
+        servers.iter().find(|(t, _, _)| *t == target).copied()
+    };
+    let url = |target: Target| match server(target) {
+        Some((_, addr, _)) => format!("http://{addr}/healthz"),
+        None => format!("http://{stack_addr}/healthz"),
+    };
+    for &target in &args.targets {
+        let answer = reqwest::get(url(target)).await?.error_for_status()?;
+        if matches!(
+            target,
+            Target::Stack
+                | Target::StackLog
+                | Target::StackOpenapi
+                | Target::BareEdge
+                | Target::BareEdgeLog
+                | Target::LayerRequestId
+        ) {
+            anyhow::ensure!(
+                answer.headers().contains_key(REQUEST_ID_HEADER),
+                "{target} answered without a request id"
+            );
+        }
+        let body = answer.text().await?;
         anyhow::ensure!(body == "ok", "{target} answered {body:?}");
     }
+    // The size of each app's request future: every boxing of a future copies it.
+    for (target, _, size) in &servers {
+        println!("  {:<26} request future {size} bytes", target.to_string());
+    }
     println!(
-        "wrk -t{} -c{} -d{}s{}, {} rounds; server threads: {}; api on {stack_addr}, bare poem on {bare_addr}",
+        "wrk -t{} -c{} -d{}s{}, {} rounds; server threads: {}; api on {stack_addr}",
         args.threads,
         args.connections,
         args.duration,
@@ -413,7 +546,7 @@ async fn http(args: HttpArgs) -> anyhow::Result<()> {
     );
 
     for &target in &args.targets {
-        LOG_REQUESTS.store(target == Target::StackLog, Ordering::SeqCst);
+        LOG_REQUESTS.store(target.logs(), Ordering::SeqCst);
         run_wrk(&args, &url(target), args.warmup).await?;
     }
 
@@ -424,7 +557,7 @@ async fn http(args: HttpArgs) -> anyhow::Result<()> {
         for i in 0..results.len() {
             let index = (i + round) % results.len();
             let target = results[index].0;
-            LOG_REQUESTS.store(target == Target::StackLog, Ordering::SeqCst);
+            LOG_REQUESTS.store(target.logs(), Ordering::SeqCst);
             let measured = run_wrk(&args, &url(target), args.duration).await?;
             println!(
                 "round {} {:<22} {:>10.0} req/s  p50 {:>8.3} ms  p99 {:>8.3} ms{}",
@@ -510,12 +643,14 @@ fn install_request_log(path: &std::path::Path) -> anyhow::Result<()> {
         .context("installing the log subscriber")
 }
 
-/// Serves `app` on a loopback port until `shutdown`, the way `api::http::server::serve` does.
+/// Serves `app` on a loopback port until `shutdown`, the way `api::http::server::serve` does;
+/// its address and the size of its request future.
 async fn serve_endpoint(
     app: impl poem::Endpoint + 'static,
     shutdown: CancellationToken,
-) -> anyhow::Result<SocketAddr> {
+) -> anyhow::Result<(SocketAddr, usize)> {
     use poem::listener::{Acceptor, Listener, TcpListener};
+    let size = future_size(&app);
     let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await?;
     let addr = acceptor
         .local_addr()
@@ -534,7 +669,82 @@ async fn serve_endpoint(
             eprintln!("server on {addr} failed: {err}");
         }
     });
-    Ok(addr)
+    Ok((addr, size))
+}
+
+/// The size of `app`'s request future (the future is made, never polled).
+fn future_size(app: &impl poem::Endpoint) -> usize {
+    std::mem::size_of_val(&app.call(poem::Request::builder().finish()))
+}
+
+/// One step of `api::http::middleware::Edge` on its own, built from the same parts, so that
+/// each step's cost can be read against `LayerNoop`.
+struct OneLayer<E> {
+    inner: E,
+    target: Target,
+}
+
+impl<E: poem::Endpoint> poem::Endpoint for OneLayer<E> {
+    type Output = poem::Response;
+
+    async fn call(&self, mut req: poem::Request) -> poem::Result<poem::Response> {
+        use poem::IntoResponse;
+        use tracing::Instrument;
+        match self.target {
+            Target::LayerRequestId => {
+                let id = RequestId::of(&req);
+                req.extensions_mut().insert(id.clone());
+                let mut response = self.inner.call(req).await?.into_response();
+                response
+                    .headers_mut()
+                    .insert(REQUEST_ID_HEADER, id.header_value().clone());
+                Ok(response)
+            }
+            Target::LayerExtraHeaders => {
+                let extra = ExtraHeaders::default();
+                req.extensions_mut().insert(extra.clone());
+                let mut response = self.inner.call(req).await?.into_response();
+                extra.apply(&mut response);
+                Ok(response)
+            }
+            Target::LayerSpan | Target::LayerSpanLog => {
+                let started = Instant::now();
+                let span = tracing::info_span!(
+                    "request",
+                    method = %req.method(),
+                    path = %req.uri().path(),
+                    request_id = "0195d1c4-5b7e-7c3a-9d1e-2f4a6b8c0d1e"
+                );
+                let response = self
+                    .inner
+                    .call(req)
+                    .instrument(span.clone())
+                    .await?
+                    .into_response();
+                span.in_scope(|| {
+                    tracing::info!(
+                        status = response.status().as_u16(),
+                        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+                        "answered"
+                    )
+                });
+                Ok(response)
+            }
+            Target::LayerBodyLimit => {
+                let limit = body_limit(req.uri().path());
+                let over_limit = limit_body(&mut req, limit)?;
+                let response = self.inner.call(req).await?.into_response();
+                if over_limit.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
+                    return Err(poem::Error::from_status(
+                        poem::http::StatusCode::PAYLOAD_TOO_LARGE,
+                    ));
+                }
+                Ok(response)
+            }
+            Target::LayerCatchPanic => catch_panic(self.inner.call(req)).await,
+            _ => Ok(self.inner.call(req).await?.into_response()),
+        }
+    }
 }
 
 struct Wrk {

@@ -125,6 +125,39 @@ async fn health_and_readiness_answer() {
     app.stop().await;
 }
 
+/// `/healthz` is answered before the OpenAPI service's routing (`api::http::health::Liveness`):
+/// with the answer of its documented operation, through the same edge.
+#[tokio::test]
+async fn the_liveness_probe_answers_as_its_documented_operation() {
+    use poem::{Endpoint, EndpointExt};
+
+    let app = TestApp::builder().without_worker().start().await;
+    let served = api::app(app.state.clone());
+    let allowed = api::http::openapi::AllowedMethods::from_document(&api::openapi_json(&app.state));
+    let documented = poem::Route::new()
+        .nest("/", api::openapi(&app.state).with(allowed))
+        .with(api::http::middleware::Edge);
+    let request = |method: &Method| {
+        poem::Request::builder()
+            .method(method.clone())
+            .uri(poem::http::Uri::from_static("/healthz"))
+            .header("x-request-id", "probe-1")
+            .finish()
+    };
+    for method in [Method::GET, Method::HEAD, Method::DELETE, Method::POST] {
+        let fast = served.get_response(request(&method)).await;
+        let slow = documented.get_response(request(&method)).await;
+        assert_eq!(fast.status(), slow.status(), "{method}");
+        assert_eq!(fast.headers(), slow.headers(), "{method}");
+        assert_eq!(
+            fast.into_body().into_bytes().await.expect("a body"),
+            slow.into_body().into_bytes().await.expect("a body"),
+            "{method}"
+        );
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn the_docs_ui_is_served() {
     let app = TestApp::new().await;
