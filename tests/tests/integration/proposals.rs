@@ -220,6 +220,25 @@ fn at(v: &Value) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// A proposal's changes as (package, from, to, hosts), in the order the detail lists them.
+fn changes_of(proposal: &Value) -> Vec<(String, String, String, i64)> {
+    proposal["changes"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .map(|c| {
+                    (
+                        text(&c["package"]),
+                        text(&c["from_version"]),
+                        text(&c["to_version"]),
+                        c["hosts"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn text(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
@@ -282,23 +301,8 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
         "only a dist_upgrade has one"
     );
     assert!(p.get("scheduled_for").is_none() && p.get("closed_at").is_none());
-    let changes: Vec<(String, String, String, i64)> = p["changes"]
-        .as_array()
-        .map(|c| {
-            c.iter()
-                .map(|c| {
-                    (
-                        text(&c["package"]),
-                        text(&c["from_version"]),
-                        text(&c["to_version"]),
-                        c["hosts"].as_i64().unwrap_or(-1),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
     assert_eq!(
-        changes,
+        changes_of(&p),
         vec![
             (
                 "curl".into(),
@@ -1237,26 +1241,12 @@ async fn an_evaluation_that_remembers_hosts_updates_agrees_with_one_that_reads_t
         .await;
     fleet.until(|l| l.len() == 1).await;
     let warm = fleet.detail(&id).await;
-    let counts: Vec<(String, String, i64)> = warm["changes"]
-        .as_array()
-        .map(|c| {
-            c.iter()
-                .map(|c| {
-                    (
-                        text(&c["package"]),
-                        text(&c["from_version"]),
-                        c["hosts"].as_i64().unwrap_or(-1),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
     assert_eq!(
-        counts,
+        changes_of(&warm),
         vec![
-            ("curl".into(), "8.5.0-1".into(), 1),
-            ("curl".into(), "8.5.0-2".into(), 2),
-            ("openssl".into(), "3.0.13-1".into(), 1),
+            ("curl".into(), "8.5.0-1".into(), "8.5.0-3".into(), 1),
+            ("curl".into(), "8.5.0-2".into(), "8.5.0-3".into(), 2),
+            ("openssl".into(), "3.0.13-1".into(), "3.0.13-4".into(), 1),
         ],
         "the check-ins were read, not the kept copies"
     );
