@@ -57,6 +57,8 @@ pub struct SmtpSink {
     /// so the sender stays mid-delivery.
     stall_first_to: Arc<std::sync::Mutex<Option<String>>>,
     stalled: Arc<Notify>,
+    /// Lets the stalled message through (answered and kept, as any other).
+    released: Arc<Notify>,
 }
 
 impl SmtpSink {
@@ -71,6 +73,7 @@ impl SmtpSink {
             arrived: Arc::default(),
             stall_first_to: Arc::default(),
             stalled: Arc::default(),
+            released: Arc::default(),
         };
         let accepting = sink.clone();
         tokio::spawn(async move {
@@ -89,6 +92,12 @@ impl SmtpSink {
         if let Ok(mut stall) = self.stall_first_to.lock() {
             *stall = Some(address.to_owned());
         }
+    }
+
+    /// Answers the stalled message at last (or the next one stalled, if none is yet): it is
+    /// kept like any other.
+    pub fn release_stall(&self) {
+        self.released.notify_one();
     }
 
     /// Waits until a message was stalled, or panics after `timeout`.
@@ -201,12 +210,19 @@ impl SmtpSink {
                 };
                 if stall {
                     self.stalled.notify_one();
-                    // Hold the connection open and never answer, until the sender goes away.
+                    // Hold the connection open without an answer until the test releases the
+                    // message or the sender goes away.
                     let mut rest = String::new();
-                    while reader.read_line(&mut rest).await? > 0 {
-                        rest.clear();
+                    let gone = async {
+                        while reader.read_line(&mut rest).await? > 0 {
+                            rest.clear();
+                        }
+                        std::io::Result::Ok(())
+                    };
+                    tokio::select! {
+                        () = self.released.notified() => {}
+                        outcome = gone => return outcome,
                     }
-                    return Ok(());
                 }
                 self.messages.lock().await.push(ReceivedEmail {
                     mail_from: mail_from.clone(),

@@ -972,7 +972,17 @@ mod profile {
             .json()
             .with_writer(|| Sink(Vec::new()))
             .with_filter(filter);
-        let _ = tracing_subscriber::registry().with(layer).try_init();
+        // `RUST_LOG` (e.g. `warn`) also writes the service's own log to stderr, so a worker
+        // that stops or a job that fails during a run is seen.
+        let stderr = std::env::var("RUST_LOG").ok().map(|directives| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(tracing_subscriber::EnvFilter::new(directives))
+        });
+        let _ = tracing_subscriber::registry()
+            .with(layer)
+            .with(stderr)
+            .try_init();
     }
 
     pub fn start() {

@@ -4,7 +4,7 @@
 use std::{collections::HashMap, time::Duration};
 
 use platform::{
-    db::Database,
+    db::{Database, Pool},
     jobs::{Queue, SendEmail},
 };
 use tests::{
@@ -135,4 +135,108 @@ async fn a_job_of_a_killed_worker_runs_again_on_another_worker() {
     eprintln!("the killed worker's job ran again after {waited:?}");
 
     db.close().await;
+}
+
+/// Another connection holds the database for longer than the worker's busy timeout (SQLite:
+/// the write lock, 13 s against a 10 s timeout; Postgres: the jobs table, as long) while a job is
+/// mid-delivery: the worker's acknowledgement, heartbeat and polling wait or fail in that time.
+/// Afterwards nothing is lost: the job ends done (delivered at least once) and the queue takes
+/// new jobs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_shut_out_of_its_database_past_the_busy_timeout_loses_no_job() {
+    let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    let sink = SmtpSink::start().await;
+    sink.stall_first_message_to("member-2@fleet.test");
+    let mut worker = spawn_worker(WORKER, database.url(), &sink.url(), 4);
+    let queue = Queue::new(&db);
+    queue.push(email(2)).await.expect("queued");
+    sink.wait_for_stall(Duration::from_secs(60)).await;
+
+    let lock = LockedQueue::take(&db).await;
+    sink.release_stall();
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    lock.release().await;
+
+    queue.push(email(3)).await.expect("queued");
+    sink.wait_for_message_to("member-3@fleet.test", Duration::from_secs(60))
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let unfinished = loop {
+        let unfinished = unfinished_jobs(&db).await;
+        if unfinished == 0 || std::time::Instant::now() > deadline {
+            break unfinished;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    stop_gracefully(&mut worker).await;
+    assert_eq!(unfinished, 0, "every job ends done");
+    let received = sink.messages().await;
+    assert!(
+        received
+            .iter()
+            .any(|m| m.rcpt_to.iter().any(|r| r == "member-2@fleet.test")),
+        "the job that was mid-delivery is delivered"
+    );
+    db.close().await;
+}
+
+/// Another connection's transaction that keeps every worker from writing the job queue until
+/// it is released.
+enum LockedQueue {
+    Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl LockedQueue {
+    async fn take(db: &Database) -> LockedQueue {
+        match &db.pool {
+            Pool::Sqlite(pool) => {
+                let mut connection = pool.acquire().await.expect("a connection");
+                sqlx::raw_sql("BEGIN IMMEDIATE")
+                    .execute(&mut *connection)
+                    .await
+                    .expect("the write lock");
+                LockedQueue::Sqlite(connection)
+            }
+            Pool::Postgres(pool) => {
+                let mut txn = pool.begin().await.expect("a transaction");
+                sqlx::raw_sql("LOCK TABLE apalis.jobs IN EXCLUSIVE MODE")
+                    .execute(&mut *txn)
+                    .await
+                    .expect("the job table's lock");
+                LockedQueue::Postgres(txn)
+            }
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            LockedQueue::Sqlite(mut connection) => {
+                sqlx::raw_sql("ROLLBACK")
+                    .execute(&mut *connection)
+                    .await
+                    .expect("release the write lock");
+            }
+            LockedQueue::Postgres(txn) => txn.rollback().await.expect("release the lock"),
+        }
+    }
+}
+
+/// Jobs of any queue not done yet.
+async fn unfinished_jobs(db: &Database) -> i64 {
+    match &db.pool {
+        Pool::Sqlite(pool) => {
+            sqlx::query_scalar("SELECT count(*) FROM Jobs WHERE status <> 'Done'")
+                .fetch_one(pool)
+                .await
+                .expect("count jobs")
+        }
+        Pool::Postgres(pool) => {
+            sqlx::query_scalar("SELECT count(*) FROM apalis.jobs WHERE status <> 'Done'")
+                .fetch_one(pool)
+                .await
+                .expect("count jobs")
+        }
+    }
 }
