@@ -256,7 +256,12 @@ impl AgentApi {
     ) -> Result<Json<CheckInAnswer>, Errors<(BadRequest, Unauthorized, Forbidden, HostRateLimited)>>
     {
         let scope = request.scope();
-        let Signed { host, body, .. } = request;
+        let Signed {
+            host,
+            jobs_waiting,
+            body,
+            ..
+        } = request;
         if body.facts.machine_id != host.machine_id {
             return Err(ApiError::forbidden("facts.machine_id is not this host's").into());
         }
@@ -346,7 +351,11 @@ impl AgentApi {
             // The usual check-in: at most one statement writes (facts that changed, or
             // `last_seen_at` once a minute), each statement its own transaction.
             store::write_host(&state.db.orm, scope, &host, &next).await?;
-            super::jobs::dispatch(&state.db.orm, scope, host.id, now).await?
+            if jobs_waiting {
+                super::jobs::dispatch(&state.db.orm, scope, host.id, now).await?
+            } else {
+                Vec::new()
+            }
         };
         if inventory || first {
             // One evaluation per check-in that changed something: the time is in the key, so an

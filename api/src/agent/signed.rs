@@ -15,6 +15,7 @@
 use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
+use domain::HostJobStatus;
 use entities::{agent_nonces, host_keys, hosts};
 use platform::http_signature::{self, ParsedSignature, RequestHead};
 use platform::ids::HostId;
@@ -25,7 +26,8 @@ use poem_openapi::{
     types::Type,
 };
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, Statement, sea_query::Expr,
+    ColumnTrait, ConnectionTrait, DbBackend, FromQueryResult, QueryFilter, Statement,
+    sea_query::Expr,
 };
 use serde::de::DeserializeOwned;
 
@@ -39,8 +41,19 @@ use crate::{
 /// An authenticated agent request with body `T`.
 pub struct Signed<T> {
     pub host: hosts::Model,
+    /// Whether the host had a job it has not reported on yet (`host_jobs`, pending or
+    /// dispatched) when this request's nonce was recorded: read in the same statement as the
+    /// host's row, so a check-in without jobs makes no statement of its own to learn that.
+    pub jobs_waiting: bool,
     pub key: Arc<CertifiedKey>,
     pub body: T,
+}
+
+/// The host a signed request comes from, as the statement that recorded its nonce read it.
+pub struct SigningHost {
+    pub host: hosts::Model,
+    /// See [`Signed::jobs_waiting`].
+    pub jobs_waiting: bool,
 }
 
 impl<T> Signed<T> {
@@ -77,7 +90,7 @@ pub async fn authenticate(
     state: &AppState,
     req: &Request,
     now: DateTime<Utc>,
-) -> Result<(hosts::Model, Arc<CertifiedKey>, ParsedSignature), ApiError> {
+) -> Result<(SigningHost, Arc<CertifiedKey>, ParsedSignature), ApiError> {
     let headers: Vec<(&str, &str)> = req
         .headers()
         .iter()
@@ -181,14 +194,37 @@ fn key_usable(param: &str) -> String {
     )
 }
 
-/// Postgres: the nonce recorded and the host's row read, in one statement.
+/// The host's row (`h`) and whether it has jobs not reported on yet, as `jobs_waiting`.
+fn host_and_jobs_waiting() -> String {
+    let unfinished = HostJobStatus::UNFINISHED
+        .iter()
+        .map(|status| format!("'{status}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "SELECT h.*, EXISTS (SELECT 1 FROM host_jobs j WHERE j.host_id = h.id \
+         AND j.org_id = h.org_id AND j.status IN ({unfinished})) AS jobs_waiting FROM hosts h"
+    )
+}
+
+/// Postgres: the nonce recorded, the host's row and whether jobs wait for it read, in one
+/// statement.
 static NONCE_AND_HOST_PG: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH fresh AS (\
            INSERT INTO agent_nonces (key_id, nonce, seen_at) SELECT $1, $2, $3 \
            WHERE {} ON CONFLICT DO NOTHING RETURNING 1) \
-         SELECT * FROM hosts WHERE id = $4 AND org_id = $5 AND EXISTS (SELECT 1 FROM fresh)",
-        key_usable("$1")
+         {} WHERE h.id = $4 AND h.org_id = $5 AND EXISTS (SELECT 1 FROM fresh)",
+        key_usable("$1"),
+        host_and_jobs_waiting()
+    )
+});
+
+/// SQLite: the host's row and whether jobs wait for it, read after the nonce is recorded.
+static HOST_SQLITE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} WHERE h.id = ?1 AND h.org_id = ?2",
+        host_and_jobs_waiting()
     )
 });
 
@@ -202,7 +238,7 @@ static NONCE_SQLITE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Records `(key_id, nonce)` if the key is still usable and the nonce new, and answers the
-/// host's current row; `None` when nothing was recorded (a replay, or a key revoked or a host
+/// host's current row and whether jobs wait for it; `None` when nothing was recorded (a replay, or a key revoked or a host
 /// decommissioned since the key was cached: [`why_refused`] tells which). The check and the
 /// insert are one statement, so a revocation committed by any process is seen by the next
 /// request. On Postgres the host's row comes back from the same statement.
@@ -215,9 +251,9 @@ async fn remember_nonce(
     key: &CertifiedKey,
     nonce: &str,
     now: DateTime<Utc>,
-) -> Result<Option<hosts::Model>, ApiError> {
+) -> Result<Option<SigningHost>, ApiError> {
     let db = &state.db.orm;
-    match db.get_database_backend() {
+    let row = match db.get_database_backend() {
         DbBackend::Postgres => {
             let statement = Statement::from_sql_and_values(
                 DbBackend::Postgres,
@@ -230,10 +266,7 @@ async fn remember_nonce(
                     key.org_id.into(),
                 ],
             );
-            Ok(hosts::Entity::find()
-                .from_raw_sql(statement)
-                .one(db)
-                .await?)
+            db.query_one_raw(statement).await?
         }
         backend => {
             let inserted = db
@@ -248,12 +281,21 @@ async fn remember_nonce(
             }
             // Nonces whose signatures can no longer be fresh are forgotten by the minutely
             // fleet upkeep (`platform::jobs::NONCE_TTL_S`), not on every request.
-            Ok(OrgScope::of(key.org_id)
-                .row(HostId::from(key.host_id))
-                .one(db)
-                .await?)
+            db.query_one_raw(Statement::from_sql_and_values(
+                backend,
+                HOST_SQLITE.as_str(),
+                [key.host_id.into(), key.org_id.into()],
+            ))
+            .await?
         }
-    }
+    };
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(SigningHost {
+        host: hosts::Model::from_query_result(&row, "")?,
+        jobs_waiting: row.try_get("", "jobs_waiting")?,
+    }))
 }
 
 const REPLAYED: &str = "nonce replayed";
@@ -328,7 +370,8 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Signed<T> {
             ApiError::Internal(anyhow::anyhow!("the application state is missing"))
         })?;
         let now = state.clock.now();
-        let (host, key, signature) = authenticate(state, req, now).await?;
+        let (SigningHost { host, jobs_waiting }, key, signature) =
+            authenticate(state, req, now).await?;
         limits::signed_call(state, host.id, now).await?;
         let mut check = signature.body_check();
         let raw = body::read(body.take()?, body::MAX_SIGNED, |piece| {
@@ -340,6 +383,7 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Signed<T> {
         let parsed = body::json(&decoded)?;
         Ok(Signed {
             host,
+            jobs_waiting,
             key,
             body: parsed,
         })
