@@ -52,10 +52,12 @@ impl Endpoint for Liveness {
                 Ok(response)
             }
             _ => {
-                if let Some(extra) = req.extensions().get::<ExtraHeaders>() {
-                    extra.push("allow", HeaderValue::from_static("GET, HEAD"));
-                }
-                Err(MethodNotAllowedError.into())
+                let mut err = poem::Error::from(MethodNotAllowedError);
+                err.set_data(ExtraHeaders::one(
+                    "allow",
+                    HeaderValue::from_static("GET, HEAD"),
+                ));
+                Err(err)
             }
         })
     }

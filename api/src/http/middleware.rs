@@ -47,7 +47,9 @@ pub fn body_limit(path: &str) -> usize {
 }
 
 /// The request's id: the client's `X-Request-Id` when it is acceptable (echoed), a new UUIDv7
-/// otherwise. Readable by handlers through `Data<&RequestId>` or the request extensions.
+/// otherwise. The edge answers it as `X-Request-Id`, puts it in the request's span and in every
+/// problem body; handlers log inside that span, so none reads it (it is not in the request's
+/// extensions).
 ///
 /// Kept as the header value it is answered with, so that echoing or generating it costs no
 /// more than one copy of its bytes.
@@ -90,12 +92,19 @@ impl std::fmt::Display for RequestId {
     }
 }
 
-/// Response headers that inner layers ask the edge to add to the final answer (for example the
-/// rate-limit state), even when the inner layer answers with an error.
+/// Response headers that inner layers ask the edge to add to the final answer, even when the
+/// inner layer answers with an error: pushed to the one in the request's extensions (the
+/// rate-limit state), or set as an error's data (`poem::Error::set_data`: the `Allow` of a 405),
+/// which the edge applies to the answer it makes of that error.
 #[derive(Clone, Debug, Default)]
 pub struct ExtraHeaders(pub Arc<std::sync::Mutex<Vec<(&'static str, HeaderValue)>>>);
 
 impl ExtraHeaders {
+    /// Just `name: value`.
+    pub fn one(name: &'static str, value: HeaderValue) -> ExtraHeaders {
+        ExtraHeaders(Arc::new(std::sync::Mutex::new(vec![(name, value)])))
+    }
+
     pub fn push(&self, name: &'static str, value: HeaderValue) {
         if let Ok(mut headers) = self.0.lock() {
             headers.push((name, value));
@@ -155,7 +164,6 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
     fn call(&self, mut req: Request) -> impl Future<Output = Result<Self::Output>> + Send {
         let started = Instant::now();
         let request_id = RequestId::of(&req);
-        let extra = ExtraHeaders::default();
         let path = req.uri().path();
         let limit = body_limit(path);
         let scim = crate::scim::v2::wire::is_scim_path(path);
@@ -167,8 +175,13 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
         } else {
             tracing::info_span!("request", method = %req.method(), %path, %request_id)
         };
-        req.extensions_mut().insert(request_id.clone());
-        req.extensions_mut().insert(extra.clone());
+        // Nothing on the liveness probe's path pushes headers (a 405 carries its `Allow` as the
+        // error's data), so its requests go without extensions: no map to allocate per probe.
+        let extra = (path != crate::http::health::LIVENESS_PATH).then(|| {
+            let extra = ExtraHeaders::default();
+            req.extensions_mut().insert(extra.clone());
+            extra
+        });
         let begun = span.in_scope(|| self.begin(req, limit));
 
         async move {
@@ -186,8 +199,18 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
             };
             let mut response = match outcome {
                 Ok(response) => response,
-                Err(err) if scim => span.in_scope(|| scim_error_response(err)),
-                Err(err) => span.in_scope(|| error_response(err, request_id.as_str())),
+                Err(err) => {
+                    let carried = err.data::<ExtraHeaders>().cloned();
+                    let mut response = if scim {
+                        span.in_scope(|| scim_error_response(err))
+                    } else {
+                        span.in_scope(|| error_response(err, request_id.as_str()))
+                    };
+                    if let Some(carried) = carried {
+                        carried.apply(&mut response);
+                    }
+                    response
+                }
             };
             let status = response.status();
             // A field's value is worked out only when its event is logged.
@@ -217,7 +240,9 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
             response
                 .headers_mut()
                 .insert(REQUEST_ID_HEADER, request_id.0);
-            extra.apply(&mut response);
+            if let Some(extra) = extra {
+                extra.apply(&mut response);
+            }
             Ok(response)
         }
     }

@@ -311,17 +311,20 @@ pub struct AllowedMethodsEndpoint<E> {
 impl<E: Endpoint> Endpoint for AllowedMethodsEndpoint<E> {
     type Output = E::Output;
 
+    // The `Allow` header travels with the 405 error as its data (`ExtraHeaders`), which the
+    // edge applies to whatever answer it makes of the error.
     async fn call(&self, req: Request) -> Result<Self::Output> {
-        let path = req.uri().path().to_owned();
-        let extra = req.extensions().get::<ExtraHeaders>().cloned();
-        let outcome = self.inner.call(req).await;
-        if let Err(err) = &outcome
-            && err.is::<MethodNotAllowedError>()
-            && let (Some(extra), Some(allow)) = (extra, self.table.allow(&path))
-        {
-            extra.push("allow", allow.clone());
+        // A `Uri` clone shares its bytes: nothing is copied for the requests that get no 405.
+        let uri = req.uri().clone();
+        match self.inner.call(req).await {
+            Err(mut err) if err.is::<MethodNotAllowedError>() => {
+                if let Some(allow) = self.table.allow(uri.path()) {
+                    err.set_data(ExtraHeaders::one("allow", allow.clone()));
+                }
+                Err(err)
+            }
+            outcome => outcome,
         }
-        outcome
     }
 }
 

@@ -177,8 +177,7 @@ enum Target {
     /// One layer on the bare app, for each step of `Edge` and of `api::app`: a layer that only
     /// calls the bare app (what the other layers are measured against).
     LayerNoop,
-    /// The request id (`RequestId::of`: echoed or a new UUIDv7), put in the request's
-    /// extensions and on the response.
+    /// The request id (`RequestId::of`: echoed or a new UUIDv7), put on the response.
     LayerRequestId,
     /// `ExtraHeaders`: made, put in the request's extensions, applied to the response.
     LayerExtraHeaders,
@@ -693,7 +692,6 @@ impl<E: poem::Endpoint> poem::Endpoint for OneLayer<E> {
         match self.target {
             Target::LayerRequestId => {
                 let id = RequestId::of(&req);
-                req.extensions_mut().insert(id.clone());
                 let mut response = self.inner.call(req).await?.into_response();
                 response
                     .headers_mut()
