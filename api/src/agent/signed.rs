@@ -238,10 +238,11 @@ static NONCE_SQLITE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Records `(key_id, nonce)` if the key is still usable and the nonce new, and answers the
-/// host's current row and whether jobs wait for it; `None` when nothing was recorded (a replay, or a key revoked or a host
-/// decommissioned since the key was cached: [`why_refused`] tells which). The check and the
-/// insert are one statement, so a revocation committed by any process is seen by the next
-/// request. On Postgres the host's row comes back from the same statement.
+/// host's current row and whether jobs wait for it; `None` when nothing was recorded (a
+/// replay, or a key revoked or a host decommissioned since the key was cached: [`why_refused`]
+/// tells which). The check and the insert are one statement, so a revocation committed by any
+/// process is seen by the next request. On Postgres the host's row and the jobs' flag come
+/// back from the same statement.
 // Hand-written SQL, allowed here only: tenant rows reached by the credential (the key's id,
 // proven by the signature just verified) and the host it names, in its own organization, as
 // `Credential::by_credential` and `OrgScope::row` would (`api/clippy.toml`).
