@@ -49,8 +49,15 @@ enum Backend {
 struct Args {
     #[arg(long, value_enum, default_value = "postgres")]
     backend: Backend,
-    /// Where to create (and drop) the bench database on Postgres.
-    #[arg(long, default_value = "postgres://postgres@127.0.0.1/postgres")]
+    /// Where to create (and drop) the bench database on Postgres; the api and worker get the
+    /// same URL with the bench database's name, query included. Plaintext by default: the
+    /// database is on this machine, and TLS over loopback (what `sslmode=prefer`, the default,
+    /// negotiates with a server that has `ssl = on`) cost about half of the unchanged check-in's
+    /// CPU on both sides (BENCHMARKS.md).
+    #[arg(
+        long,
+        default_value = "postgres://postgres@127.0.0.1/postgres?sslmode=disable"
+    )]
     admin_url: String,
     #[arg(long, default_value = "bench_fleet")]
     db_name: String,
