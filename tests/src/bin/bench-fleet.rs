@@ -52,8 +52,8 @@ struct Args {
     /// Where to create (and drop) the bench database on Postgres; the api and worker get the
     /// same URL with the bench database's name, query included. Plaintext by default: the
     /// database is on this machine, and TLS over loopback (what `sslmode=prefer`, the default,
-    /// negotiates with a server that has `ssl = on`) cost about half of the unchanged check-in's
-    /// CPU on both sides (BENCHMARKS.md).
+    /// negotiates with a server that has `ssl = on`) cost 38 to 58% of Postgres's CPU per
+    /// unchanged check-in (BENCHMARKS.md).
     #[arg(
         long,
         default_value = "postgres://postgres@127.0.0.1/postgres?sslmode=disable"
