@@ -1,5 +1,7 @@
 //! The database: one sqlx pool, shared by sea-orm (the service's tables) and apalis (the job
-//! queue), on SQLite (embedded) or Postgres (scaled out).
+//! queue), on SQLite (embedded) or Postgres (scaled out). On SQLite the process's write
+//! transactions and hot writes also have one connection of their own, which they take in turn
+//! ([`Database::writer`]).
 //!
 //! Every binary migrates at start. On Postgres the migration runs under a session advisory
 //! lock held on a dedicated connection, so several binaries starting at once take turns: the
@@ -36,6 +38,11 @@ pub enum Pool {
 pub struct Database {
     pub orm: DatabaseConnection,
     pub pool: Pool,
+    /// Where writes go ([`Database::writer`]): on SQLite a pool of one connection, on Postgres
+    /// the pool itself.
+    writer: DatabaseConnection,
+    /// SQLite's writing connection, to close with the pool.
+    sqlite_writer: Option<SqlitePool>,
     /// When what authentication reads last changed (see [`crate::identity_changes`]). On
     /// Postgres it knows nothing until [`IdentityChanges::watch_postgres`] runs (the api starts it).
     pub identity: IdentityChanges,
@@ -60,11 +67,26 @@ impl Database {
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .acquire_timeout(Duration::from_secs(30))
-                .connect_with(options)
+                .connect_with(options.clone())
                 .await
                 .context("opening the SQLite database")?;
+            // SQLite has one writer at a time, and a writer that finds the lock taken waits in
+            // SQLite's busy handler, which sleeps between tries (up to 100 ms) and keeps no
+            // queue: under a stream of short write transactions, one that has waited long tries
+            // least often and can wait for seconds while newer ones go first. So the process's
+            // writes take turns on one connection of their own, handed out first come, first
+            // served (sqlx pools are fair); the busy handler is left to settle with other
+            // processes and the job queue's own statements.
+            let writer = SqlitePoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(options)
+                .await
+                .context("opening the SQLite database for writing")?;
             Ok(Database {
                 orm: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool.clone()),
+                writer: SqlxSqliteConnector::from_sqlx_sqlite_pool(writer.clone()),
+                sqlite_writer: Some(writer),
                 identity: IdentityChanges::stored(pool.clone()),
                 pool: Pool::Sqlite(pool),
             })
@@ -76,8 +98,11 @@ impl Database {
                 .connect_with(options)
                 .await
                 .context("connecting to Postgres")?;
+            let orm = SqlxPostgresConnector::from_sqlx_postgres_pool(pool.clone());
             Ok(Database {
-                orm: SqlxPostgresConnector::from_sqlx_postgres_pool(pool.clone()),
+                writer: orm.clone(),
+                sqlite_writer: None,
+                orm,
                 pool: Pool::Postgres(pool),
                 identity: IdentityChanges::notified(),
             })
@@ -137,12 +162,25 @@ impl Database {
         )
     }
 
-    /// Begins a transaction that will write. On SQLite it takes the write lock at once
-    /// (`BEGIN IMMEDIATE`), so concurrent writers wait for each other (up to the busy timeout)
-    /// instead of failing when a read lock cannot be upgraded; Postgres needs nothing special.
+    /// The connection for statements that write outside a transaction, on hot paths where a
+    /// wait matters (a check-in's writes, marking policies for evaluation). On SQLite it is
+    /// the process's one writing connection, shared with [`Database::begin_write`]: a write
+    /// waits behind those queued before it, first come, first served. On Postgres it is the
+    /// pool. Never use it while a transaction of [`Database::begin_write`] is open in the same
+    /// task: on SQLite that transaction holds the connection.
+    pub fn writer(&self) -> &DatabaseConnection {
+        &self.writer
+    }
+
+    /// Begins a transaction that will write. On SQLite it runs on the process's one writing
+    /// connection ([`Database::writer`]), so the process's write transactions take turns in
+    /// the order they asked, and takes the write lock at once (`BEGIN IMMEDIATE`), so that it
+    /// waits for other processes' writers (up to the busy timeout) instead of failing when a
+    /// read lock cannot be upgraded. Postgres needs nothing special. A transaction of this
+    /// kind must not open another.
     pub async fn begin_write(&self) -> Result<sea_orm::DatabaseTransaction, sea_orm::DbErr> {
         use sea_orm::{SqliteTransactionMode, TransactionOptions, TransactionTrait};
-        self.orm
+        self.writer
             .begin_with_options(TransactionOptions {
                 sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
                 ..Default::default()
@@ -154,6 +192,9 @@ impl Database {
         match &self.pool {
             Pool::Postgres(pool) => pool.close().await,
             Pool::Sqlite(pool) => pool.close().await,
+        }
+        if let Some(writer) = &self.sqlite_writer {
+            writer.close().await;
         }
     }
 }
@@ -191,5 +232,132 @@ pub fn api_connections(url: &str, listeners: u32) -> u32 {
         16
     } else {
         16 + listeners
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sea_orm::ConnectionTrait;
+
+    use super::*;
+
+    /// A file of its own (the test's connections must share one database), removed at the end.
+    struct TempDatabase(std::path::PathBuf);
+
+    impl Drop for TempDatabase {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    async fn record(db: &Database, who: &str) -> Result<(), sea_orm::DbErr> {
+        let txn = db.begin_write().await?;
+        txn.execute_unprepared(&format!("INSERT INTO turns (who) VALUES ('{who}')"))
+            .await?;
+        txn.commit().await
+    }
+
+    /// SQLite's busy handler keeps no queue: a writer that asked early sleeps longer between
+    /// tries (up to 100 ms) than one that asked a moment ago, so the latecomer usually takes the
+    /// lock first, and under a stream of writers the early one can wait for seconds. The
+    /// process's write transactions take turns in the order they asked instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_write_transactions_take_turns_in_the_order_they_asked() {
+        let dir = std::env::temp_dir().join(format!("fleet-db-turns-{}", uuid::Uuid::new_v4()));
+        let _cleanup = TempDatabase(dir.clone());
+        let url = format!("sqlite://{}/turns.db?mode=rwc", dir.display());
+        let db = Database::connect_url(&url, 4).await.expect("database");
+        db.orm
+            .execute_unprepared(
+                "CREATE TABLE turns (n INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT NOT NULL)",
+            )
+            .await
+            .expect("table");
+
+        let holding = db.begin_write().await.expect("the first writer");
+        let early = tokio::spawn({
+            let db = db.clone();
+            async move { record(&db, "early").await }
+        });
+        // The early writer has been waiting long enough to sleep 50 to 100 ms between tries;
+        // the late one asks 50 ms before the lock is free.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let late = tokio::spawn({
+            let db = db.clone();
+            async move { record(&db, "late").await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        holding.commit().await.expect("the first writer commits");
+        early.await.expect("joined").expect("the early writer");
+        late.await.expect("joined").expect("the late writer");
+
+        let turns: Vec<String> = db
+            .orm
+            .query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DatabaseBackend::Sqlite,
+                "SELECT who FROM turns ORDER BY n",
+            ))
+            .await
+            .expect("turns")
+            .iter()
+            .map(|row| row.try_get::<String>("", "who").expect("who"))
+            .collect();
+        assert_eq!(turns, ["early", "late"]);
+        db.close().await;
+    }
+
+    /// Reads do not wait for the writer: a read on the pool answers while a write transaction
+    /// is open (WAL), and a write outside a transaction takes its turn behind it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_reads_go_on_while_a_write_transaction_is_open() {
+        let dir = std::env::temp_dir().join(format!("fleet-db-reads-{}", uuid::Uuid::new_v4()));
+        let _cleanup = TempDatabase(dir.clone());
+        let url = format!("sqlite://{}/reads.db?mode=rwc", dir.display());
+        let db = Database::connect_url(&url, 4).await.expect("database");
+        db.orm
+            .execute_unprepared("CREATE TABLE t (n INTEGER NOT NULL)")
+            .await
+            .expect("table");
+        let txn = db.begin_write().await.expect("a writer");
+        txn.execute_unprepared("INSERT INTO t (n) VALUES (1)")
+            .await
+            .expect("insert");
+        let queued = tokio::spawn({
+            let db = db.clone();
+            async move {
+                db.writer()
+                    .execute_unprepared("INSERT INTO t (n) VALUES (2)")
+                    .await
+            }
+        });
+        let seen = tokio::time::timeout(
+            Duration::from_secs(5),
+            db.orm.query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DatabaseBackend::Sqlite,
+                "SELECT n FROM t",
+            )),
+        )
+        .await
+        .expect("a read does not wait for the writer")
+        .expect("read");
+        assert!(
+            seen.is_empty(),
+            "the open transaction's row is not visible yet"
+        );
+        assert!(!queued.is_finished(), "the queued write waits its turn");
+        txn.commit().await.expect("commit");
+        queued.await.expect("joined").expect("the queued write");
+        let rows = db
+            .orm
+            .query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DatabaseBackend::Sqlite,
+                "SELECT n FROM t ORDER BY n",
+            ))
+            .await
+            .expect("read");
+        assert_eq!(rows.len(), 2);
+        db.close().await;
     }
 }

@@ -350,9 +350,9 @@ impl AgentApi {
         } else {
             // The usual check-in: at most one statement writes (facts that changed, or
             // `last_seen_at` once a minute), each statement its own transaction.
-            store::write_host(&state.db.orm, scope, &host, &next).await?;
+            store::write_host(state.db.writer(), scope, &host, &next).await?;
             if jobs_waiting {
-                super::jobs::dispatch(&state.db.orm, scope, host.id, now).await?
+                super::jobs::dispatch(state.db.writer(), scope, host.id, now).await?
             } else {
                 Vec::new()
             }

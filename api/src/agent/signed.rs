@@ -270,7 +270,11 @@ async fn remember_nonce(
             db.query_one_raw(statement).await?
         }
         backend => {
-            let inserted = db
+            // On SQLite the insert takes its turn on the writing connection, behind the
+            // writes queued before it (`Database::writer`).
+            let inserted = state
+                .db
+                .writer()
                 .execute_raw(Statement::from_sql_and_values(
                     backend,
                     NONCE_SQLITE.as_str(),

@@ -41,7 +41,7 @@ pub async fn mark_dirty(
         )
         .returning_col(policy_dirty::Column::PolicyId)
         .to_owned();
-    let marked = db.orm.query_all(&insert).await?;
+    let marked = db.writer().query_all(&insert).await?;
     let queue = platform::jobs::Queue::new(db);
     for row in marked {
         let id: Uuid = row.try_get("", "policy_id")?;
@@ -69,7 +69,7 @@ pub async fn mark_policies_dirty(
                 .do_nothing()
                 .to_owned(),
         )
-        .exec_without_returning(&db.orm)
+        .exec_without_returning(db.writer())
         .await?;
         if inserted == 1 {
             queue

@@ -64,7 +64,7 @@ pub async fn evaluate_policy(
     let mut prepared = None;
     if !postgres {
         policy_dirty::Entity::delete_by_id(policy_id)
-            .exec(&db.orm)
+            .exec(db.writer())
             .await?;
         // SQLite has one writer at a time: what the hosts need is read and grouped before the
         // write transaction, which only checks that nothing it was computed from has moved.
