@@ -171,25 +171,36 @@ async fn basis<C: ConnectionTrait>(db: &C, policy: &policies::Model) -> Result<B
     })
 }
 
-/// The desired changes of `policy` over `basis`, reading the updates `reports` does not keep.
+/// The desired changes of `policy` over `basis`, reading the updates `reports` does not keep;
+/// `basis` comes back with them.
+///
+/// The grouping is CPU work over every host's updates (hundreds of milliseconds at 10,000
+/// hosts), so it runs on a blocking thread: on the async runtime it would stall every other
+/// task of the process meanwhile (a check-in, or a transaction holding SQLite's write turn).
 async fn group<C: ConnectionTrait>(
     db: &C,
     policy: &policies::Model,
-    basis: &Basis,
+    basis: Basis,
     reports: &Reports,
-) -> Result<Desired, DbErr> {
+) -> Result<(Basis, Desired), DbErr> {
     let updates = reported_updates(db, &basis.hosts, reports).await?;
-    let mut grouping = Grouping::new(Coverage::of(policy), &basis.in_flight);
-    for host in &basis.hosts {
-        grouping.host_distro(host.id, host.release.distro.as_deref());
-    }
-    for (host, updates) in &updates {
-        grouping.add_host(*host, updates)?;
-    }
-    for host in &basis.hosts {
-        grouping.add_release(host.id, &host.release)?;
-    }
-    Ok(grouping.finish())
+    let coverage = Coverage::of(policy);
+    tokio::task::spawn_blocking(move || {
+        let mut grouping = Grouping::new(coverage, &basis.in_flight);
+        for host in &basis.hosts {
+            grouping.host_distro(host.id, host.release.distro.as_deref());
+        }
+        for (host, updates) in &updates {
+            grouping.add_host(*host, updates)?;
+        }
+        for host in &basis.hosts {
+            grouping.add_release(host.id, &host.release)?;
+        }
+        let desired = grouping.finish();
+        Ok((basis, desired))
+    })
+    .await
+    .map_err(|err| DbErr::Custom(format!("grouping the policy's changes stopped: {err}")))?
 }
 
 /// What the policy's hosts need: their available updates that the policy covers, less what a
@@ -202,7 +213,7 @@ pub async fn desired(
     reports: &Reports,
 ) -> Result<Desired, DbErr> {
     let basis = basis(txn, policy).await?;
-    group(txn, policy, &basis, reports).await
+    Ok(group(txn, policy, basis, reports).await?.1)
 }
 
 /// [`desired`] computed ahead, outside the transaction that will write it.
@@ -220,7 +231,7 @@ pub async fn prepare<C: ConnectionTrait>(
     reports: &Reports,
 ) -> Result<Prepared, DbErr> {
     let basis = basis(db, &policy).await?;
-    let desired = group(db, &policy, &basis, reports).await?;
+    let (basis, desired) = group(db, &policy, basis, reports).await?;
     Ok(Prepared {
         policy,
         basis,
@@ -241,7 +252,7 @@ pub async fn desired_as_prepared(
     if prepared.policy == *policy && prepared.basis == basis {
         return Ok(prepared.desired);
     }
-    group(txn, policy, &basis, reports).await
+    Ok(group(txn, policy, basis, reports).await?.1)
 }
 
 /// What proposals of the policy already going ahead carry, per host.
