@@ -38,17 +38,80 @@ pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError>
         return Ok(()); // Gone: nothing to evaluate.
     };
     let labels = labels_of(&host);
-    let live = host.decommissioned_at.is_none();
+    // Most evaluations change nothing stored (a newer version of an update keeps the counts,
+    // unchanged labels keep the groups). That is found out on the pool, and only a change
+    // takes a write transaction, where it is worked out again: on SQLite the process's writes
+    // take turns on one connection, and a check-in waits behind every turn queued before it.
+    let outcome = evaluate(db, &host, labels.as_ref()).await?;
+    if !outcome.changes(&host) {
+        domain::policy::mark_dirty(&deps.db, host.org_id, deps.clock.now()).await?;
+        return Ok(());
+    }
     let txn = deps.db.begin_write().await?;
+    let outcome = evaluate(&txn, &host, labels.as_ref()).await?;
+    apply(&txn, host.id, &outcome.current, &outcome.wanted).await?;
+    hosts::Entity::update_many()
+        .col_expr(hosts::Column::UpdatesTotal, Expr::value(outcome.total))
+        .col_expr(
+            hosts::Column::UpdatesSecurity,
+            Expr::value(outcome.security),
+        )
+        .col_expr(
+            hosts::Column::UpdatesRequiringReboot,
+            Expr::value(outcome.requiring_reboot),
+        )
+        .col_expr(
+            hosts::Column::AdvisoryCoverage,
+            Expr::value(outcome.coverage),
+        )
+        .filter(hosts::Column::Id.eq(host.id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    // Its policies' proposals follow (coalesced per policy).
+    domain::policy::mark_dirty(&deps.db, host.org_id, deps.clock.now()).await?;
+    Ok(())
+}
+
+/// What a host's evaluation stores: its label groups and its update counts.
+struct Outcome {
+    /// The label groups it is in now.
+    current: BTreeSet<Uuid>,
+    /// The label groups whose selector it matches.
+    wanted: BTreeSet<Uuid>,
+    /// Update counts; `None` until the host has reported an inventory.
+    total: Option<i32>,
+    security: Option<i32>,
+    requiring_reboot: Option<i32>,
+    coverage: &'static str,
+}
+
+impl Outcome {
+    /// Whether storing this would change the host's row or its groups.
+    fn changes(&self, host: &hosts::Model) -> bool {
+        self.current != self.wanted
+            || host.updates_total != self.total
+            || host.updates_security != self.security
+            || host.updates_requiring_reboot != self.requiring_reboot
+            || host.advisory_coverage != self.coverage
+    }
+}
+
+async fn evaluate<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    host: &hosts::Model,
+    labels: Option<&Labels>,
+) -> Result<Outcome, sea_orm::DbErr> {
+    let live = host.decommissioned_at.is_none();
     let org_groups = groups::Entity::find()
         .filter(groups::Column::OrgId.eq(host.org_id))
         .filter(groups::Column::Selector.is_not_null())
-        .all(&txn)
+        .all(db)
         .await?;
     let current: BTreeSet<Uuid> = group_hosts::Entity::find()
         .filter(group_hosts::Column::HostId.eq(host.id))
         .filter(group_hosts::Column::Source.eq(LABEL))
-        .all(&txn)
+        .all(db)
         .await?
         .into_iter()
         .map(|m| m.group_id)
@@ -56,7 +119,7 @@ pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError>
     let wanted: BTreeSet<Uuid> = org_groups
         .iter()
         .filter(|g| {
-            let Some(labels) = labels.as_ref().filter(|_| live) else {
+            let Some(labels) = labels.filter(|_| live) else {
                 return false;
             };
             g.selector
@@ -66,7 +129,6 @@ pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError>
         })
         .map(|g| g.id)
         .collect();
-    apply(&txn, host.id, &current, &wanted).await?;
 
     // Update counts and advisory coverage from the reported updates.
     let updates: Vec<(bool, bool)> = host_updates::Entity::find()
@@ -75,35 +137,20 @@ pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError>
         .column(host_updates::Column::RequiresReboot)
         .filter(host_updates::Column::HostId.eq(host.id))
         .into_tuple()
-        .all(&txn)
+        .all(db)
         .await?;
     let count = |f: fn(&(bool, bool)) -> bool| {
         i32::try_from(updates.iter().filter(|u| f(u)).count()).unwrap_or(i32::MAX)
     };
-    let total = i32::try_from(updates.len()).unwrap_or(i32::MAX);
-    let coverage = advisory_coverage(host.distro.as_deref(), host.distro_version.as_deref());
     let evaluated = host.last_inventory_at.is_some();
-    hosts::Entity::update_many()
-        .col_expr(
-            hosts::Column::UpdatesTotal,
-            Expr::value(evaluated.then_some(total)),
-        )
-        .col_expr(
-            hosts::Column::UpdatesSecurity,
-            Expr::value(evaluated.then(|| count(|u| u.0))),
-        )
-        .col_expr(
-            hosts::Column::UpdatesRequiringReboot,
-            Expr::value(evaluated.then(|| count(|u| u.1))),
-        )
-        .col_expr(hosts::Column::AdvisoryCoverage, Expr::value(coverage))
-        .filter(hosts::Column::Id.eq(host.id))
-        .exec(&txn)
-        .await?;
-    txn.commit().await?;
-    // Its policies' proposals follow (coalesced per policy).
-    domain::policy::mark_dirty(&deps.db, host.org_id, deps.clock.now()).await?;
-    Ok(())
+    Ok(Outcome {
+        current,
+        wanted,
+        total: evaluated.then(|| i32::try_from(updates.len()).unwrap_or(i32::MAX)),
+        security: evaluated.then(|| count(|u| u.0)),
+        requiring_reboot: evaluated.then(|| count(|u| u.1)),
+        coverage: advisory_coverage(host.distro.as_deref(), host.distro_version.as_deref()),
+    })
 }
 
 /// Distributions with a security advisory feed the service reads.
