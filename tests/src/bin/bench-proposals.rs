@@ -1158,7 +1158,8 @@ async fn end_to_end(
     tokio::time::sleep(Duration::from_secs(2)).await; // Let it start listening.
 
     let watch = Watch::start();
-    let probe = WriteProbe::start(db, fleet.host_ids[0]);
+    // The writer shares the worker's database handle, as a check-in in the embedded api does.
+    let probe = WriteProbe::start(&worker_db, fleet.host_ids[0]);
     let start = Instant::now();
     for chunk in fleet.host_ids.chunks(1_000) {
         let tasks: Vec<_> = chunk
