@@ -252,6 +252,16 @@ mod tests {
         }
     }
 
+    /// A SQLite database in a directory of its own, with one table made by `table`.
+    async fn temp_database(table: &str) -> (TempDatabase, Database) {
+        let dir = std::env::temp_dir().join(format!("fleet-db-{}", uuid::Uuid::new_v4()));
+        let cleanup = TempDatabase(dir.clone());
+        let url = format!("sqlite://{}/test.db?mode=rwc", dir.display());
+        let db = Database::connect_url(&url, 4).await.expect("database");
+        db.orm.execute_unprepared(table).await.expect("table");
+        (cleanup, db)
+    }
+
     async fn record(db: &Database, who: &str) -> Result<(), sea_orm::DbErr> {
         let txn = db.begin_write().await?;
         txn.execute_unprepared(&format!("INSERT INTO turns (who) VALUES ('{who}')"))
@@ -265,16 +275,10 @@ mod tests {
     /// process's write transactions take turns in the order they asked instead.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_write_transactions_take_turns_in_the_order_they_asked() {
-        let dir = std::env::temp_dir().join(format!("fleet-db-turns-{}", uuid::Uuid::new_v4()));
-        let _cleanup = TempDatabase(dir.clone());
-        let url = format!("sqlite://{}/turns.db?mode=rwc", dir.display());
-        let db = Database::connect_url(&url, 4).await.expect("database");
-        db.orm
-            .execute_unprepared(
-                "CREATE TABLE turns (n INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT NOT NULL)",
-            )
-            .await
-            .expect("table");
+        let (_cleanup, db) = temp_database(
+            "CREATE TABLE turns (n INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT NOT NULL)",
+        )
+        .await;
 
         let holding = db.begin_write().await.expect("the first writer");
         let early = tokio::spawn({
@@ -312,14 +316,7 @@ mod tests {
     /// is open (WAL), and a write outside a transaction takes its turn behind it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_reads_go_on_while_a_write_transaction_is_open() {
-        let dir = std::env::temp_dir().join(format!("fleet-db-reads-{}", uuid::Uuid::new_v4()));
-        let _cleanup = TempDatabase(dir.clone());
-        let url = format!("sqlite://{}/reads.db?mode=rwc", dir.display());
-        let db = Database::connect_url(&url, 4).await.expect("database");
-        db.orm
-            .execute_unprepared("CREATE TABLE t (n INTEGER NOT NULL)")
-            .await
-            .expect("table");
+        let (_cleanup, db) = temp_database("CREATE TABLE t (n INTEGER NOT NULL)").await;
         let txn = db.begin_write().await.expect("a writer");
         txn.execute_unprepared("INSERT INTO t (n) VALUES (1)")
             .await
