@@ -2,6 +2,10 @@
 //! scheduler in-process, so `cargo run --release -p api` is the whole service.
 //! `api plan set <org> <plan>` sets an organization's plan by hand.
 
+/// mimalloc, not glibc's malloc: BENCHMARKS.md, "The allocator".
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     api::cli::main()
 }

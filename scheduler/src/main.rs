@@ -5,6 +5,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use platform::config::RawConfig;
 
+/// mimalloc, not glibc's malloc: BENCHMARKS.md, "The allocator".
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "scheduler", version, about = "Triggers time-driven work.")]
 struct Args {

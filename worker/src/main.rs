@@ -1,5 +1,9 @@
 //! `worker`: consumes the job queue. Run any number of replicas on Postgres.
 
+/// mimalloc, not glibc's malloc: BENCHMARKS.md, "The allocator".
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     worker::cli::main()
 }

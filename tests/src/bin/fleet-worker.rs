@@ -1,6 +1,10 @@
 //! The `worker` program, built inside this package so that integration tests can start it as
 //! a separate process (`CARGO_BIN_EXE_fleet-worker`) from the same build.
 
+/// mimalloc, not glibc's malloc: BENCHMARKS.md, "The allocator".
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     worker::cli::main()
 }
