@@ -34,6 +34,22 @@ pub enum Pool {
 }
 
 /// The service's database handle.
+/// How Postgres plans the pool's prepared statements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Planning {
+    /// Postgres's default: after five executions a statement may keep one generic plan for as
+    /// long as its connection lives.
+    Cached,
+    /// `plan_cache_mode = force_custom_plan`: planned at every execution. apalis-postgres'
+    /// acknowledgement (`UPDATE apalis.jobs … FROM jsonb_array_elements($1) … WHERE lock_by =
+    /// $2`) otherwise keeps the generic plan it got while `apalis.jobs` was small (a sequential
+    /// scan, or a scan of every row the worker ever locked), and each acknowledgement then
+    /// read the whole table as it grew: 20 ms a call on a table of 30,000 jobs (BENCHMARKS.md,
+    /// "The job queue on Postgres"). Planned for the table as it is, it finds its rows by
+    /// primary key. The cost is a plan per statement, a fraction of a millisecond.
+    EachTime,
+}
+
 #[derive(Clone, Debug)]
 pub struct Database {
     pub orm: DatabaseConnection,
@@ -62,6 +78,29 @@ impl Database {
     }
 
     pub async fn connect_url(url: &str, max_connections: u32) -> anyhow::Result<Database> {
+        Self::connect_url_planning(url, max_connections, Planning::Cached).await
+    }
+
+    /// Connects as [`Database::connect`] does, for a process whose statements are mostly the
+    /// job queue's: on Postgres every statement is planned for its parameters and the table as
+    /// it is now ([`Planning::EachTime`]). SQLite plans every statement anyway.
+    pub async fn connect_queue_worker(
+        config: &Config,
+        max_connections: u32,
+    ) -> anyhow::Result<Database> {
+        Self::connect_url_planning(
+            config.database_url.expose(),
+            max_connections,
+            Planning::EachTime,
+        )
+        .await
+    }
+
+    async fn connect_url_planning(
+        url: &str,
+        max_connections: u32,
+        planning: Planning,
+    ) -> anyhow::Result<Database> {
         if url.starts_with("sqlite:") {
             let options = sqlite_options(url)?;
             let pool = SqlitePoolOptions::new()
@@ -91,7 +130,10 @@ impl Database {
                 pool: Pool::Sqlite(pool),
             })
         } else {
-            let options = PgConnectOptions::from_str(url).context("reading DATABASE_URL")?;
+            let mut options = PgConnectOptions::from_str(url).context("reading DATABASE_URL")?;
+            if planning == Planning::EachTime {
+                options = options.options([("plan_cache_mode", "force_custom_plan")]);
+            }
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections.max(1))
                 .acquire_timeout(Duration::from_secs(30))

@@ -109,8 +109,36 @@ pub fn sqlite_config(queue: &str) -> apalis_sqlite::Config {
 pub(crate) async fn setup_postgres(pool: &PgPool) -> anyhow::Result<()> {
     PostgresStorage::setup(pool)
         .await
-        .context("creating the job queue tables")
+        .context("creating the job queue tables")?;
+    sqlx::raw_sql(POSTGRES_JOB_INDEXES)
+        .execute(pool)
+        .await
+        .context("indexing the job queue's locks")?;
+    Ok(())
 }
+
+/// apalis-postgres' acknowledgement (`queries/task/handle_result.sql`: the batch's jobs joined
+/// with `apalis.jobs … WHERE jobs.lock_by = $2 … FOR UPDATE`) was planned on its `(lock_by)`
+/// index: a bitmap scan of every row the worker has ever locked, finished ones included (kept a
+/// week), to find the few it is acknowledging. In the changed check-in benchmark it took 20 ms
+/// a call and more as the table grew, the largest item of Postgres's time (BENCHMARKS.md, "The
+/// job queue on Postgres"); SQLite had the same trouble ([`SQLITE_LOCK_INDEX`]). Without a
+/// `(lock_by)` index the batch's rows are found by primary key.
+///
+/// What looks for a worker's jobs in flight (orphan and shutdown recovery, by `status =
+/// 'Running' OR status = 'Queued'`) has a partial index of just those rows. What looks for a
+/// worker's finished rows (the housekeeping's hourly cleanup of workers gone for a day, and the
+/// foreign key's check when it deletes one) reads the table instead, once an hour.
+///
+/// The migrations also leave `unique_job_id`, a second unique index on `(id)` beside the
+/// primary key: a job's row is inserted and updated three times (queued, running, done), each
+/// update changing an indexed column and so writing every index, and the copy answers nothing
+/// the primary key does not. Run at every start, after apalis' own migrations.
+const POSTGRES_JOB_INDEXES: &str = "DROP INDEX IF EXISTS apalis.lidx; \
+     DROP INDEX IF EXISTS apalis.idx_apalis_jobs_lock_by; \
+     DROP INDEX IF EXISTS apalis.unique_job_id; \
+     CREATE INDEX IF NOT EXISTS jobs_in_flight_lock_by ON apalis.jobs (lock_by) \
+     WHERE status = 'Running' OR status = 'Queued';";
 
 pub(crate) async fn setup_sqlite(pool: &SqlitePool) -> anyhow::Result<()> {
     SqliteStorage::setup(pool)
