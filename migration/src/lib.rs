@@ -18,6 +18,7 @@ mod m20261124_000500_intelligence;
 mod m20261126_000100_identity_changes;
 mod m20261126_000200_host_inventories;
 mod m20261126_000300_host_updates_seq;
+mod m20261126_000400_host_inventories_lz4;
 
 pub struct Migrator;
 
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000100_identity_changes::Migration),
             Box::new(m20261126_000200_host_inventories::Migration),
             Box::new(m20261126_000300_host_updates_seq::Migration),
+            Box::new(m20261126_000400_host_inventories_lz4::Migration),
         ]
     }
 }
