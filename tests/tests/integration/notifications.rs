@@ -775,6 +775,93 @@ async fn five_concurrent_approvers_produce_one_approved_delivery_per_matching_ch
     );
 }
 
+/// Four dispatchers at once over 250 waiting events (more than two batches): every event is
+/// claimed, and each gets exactly one delivery per channel that wants it (a second would break
+/// the unique index on event × channel and fail its dispatcher).
+#[tokio::test]
+async fn concurrent_dispatchers_make_each_events_deliveries_once() {
+    use domain::notifications::{EventKind, outbox};
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    let app = TestApp::builder().without_worker().start().await;
+    app.organization("acme").await;
+    let owner = app.member("acme", Role::Owner, "owner@acme.test").await;
+    let receiver = Receiver::start().await;
+    let all = channel(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "all", "config": {"url": receiver.url("/all")}}),
+    )
+    .await;
+    let enrolments = channel(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "enrolments",
+        "config": {"url": receiver.url("/enrolled")}, "events": ["host.enrolled"]}),
+    )
+    .await;
+    channel(
+        &app,
+        &owner,
+        json!({"kind": "webhook", "name": "failures",
+        "config": {"url": receiver.url("/failures")}, "events": ["proposal.failed"]}),
+    )
+    .await;
+    let org = org_id(&app).await.uuid();
+    let now = app.clock_now();
+    let mut events = Vec::new();
+    for i in 0..250 {
+        events.push(
+            outbox::emit(
+                &app.state.db.orm,
+                org,
+                EventKind::HostEnrolled,
+                Some(format!("host-{i}")),
+                None,
+                json!({}),
+                now,
+            )
+            .await
+            .expect("an event"),
+        );
+    }
+    let deps = worker::Deps::new(
+        app.state.config.clone(),
+        app.state.db.clone(),
+        app.state.clock.clone(),
+    )
+    .expect("deps");
+    let runs = futures::future::join_all((0..4).map(|_| {
+        worker::jobs::notify_dispatch::run(
+            platform::jobs::NotifyDispatch::default(),
+            apalis::prelude::Data::new(deps.clone()),
+        )
+    }))
+    .await;
+    for run in runs {
+        run.expect("every dispatcher finishes without an error");
+    }
+    let waiting = entities::notification_events::Entity::find()
+        .filter(entities::notification_events::Column::DispatchedAt.is_null())
+        .count(&app.state.db.orm)
+        .await
+        .expect("count");
+    assert_eq!(waiting, 0, "every event claimed");
+    let made = entities::notification_deliveries::Entity::find()
+        .all(&app.state.db.orm)
+        .await
+        .expect("deliveries");
+    let mut pairs: Vec<(uuid::Uuid, uuid::Uuid)> =
+        made.iter().map(|d| (d.event_id, d.channel_id)).collect();
+    pairs.sort();
+    let mut expected: Vec<(uuid::Uuid, uuid::Uuid)> = events
+        .iter()
+        .flat_map(|event| [(*event, row_id(&all)), (*event, row_id(&enrolments))])
+        .collect();
+    expected.sort();
+    assert_eq!(pairs.len(), 500);
+    assert_eq!(pairs, expected, "one per event and wanting channel");
+}
+
 #[tokio::test]
 async fn an_event_written_in_a_transaction_that_rolls_back_is_never_sent() {
     use sea_orm::{EntityTrait, PaginatorTrait};
