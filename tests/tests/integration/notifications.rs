@@ -705,32 +705,32 @@ async fn approved_deliveries(app: &TestApp) -> Vec<entities::notification_delive
         .expect("query")
 }
 
+/// A webhook channel named `name` posting to the receiver's `/{name}`, for `events` (all when
+/// empty).
+async fn webhook(
+    app: &TestApp,
+    who: &Session,
+    receiver: &Receiver,
+    name: &str,
+    events: &[&str],
+) -> Value {
+    let mut body = json!({"kind": "webhook", "name": name,
+        "config": {"url": receiver.url(&format!("/{name}"))}});
+    if !events.is_empty() {
+        body["events"] = json!(events);
+    }
+    channel(app, who, body).await
+}
+
 #[tokio::test]
 async fn five_concurrent_approvers_produce_one_approved_delivery_per_matching_channel() {
     let app = TestApp::new().await;
     let fleet = Fleet::new(&app).await;
     let owner = fleet.owner.clone();
     let receiver = Receiver::start().await;
-    let all = channel(
-        &app,
-        &owner,
-        json!({"kind": "webhook", "name": "all", "config": {"url": receiver.url("/all")}}),
-    )
-    .await;
-    let approvals = channel(
-        &app,
-        &owner,
-        json!({"kind": "webhook", "name": "approvals",
-        "config": {"url": receiver.url("/approvals")}, "events": ["proposal.approved"]}),
-    )
-    .await;
-    let failures = channel(
-        &app,
-        &owner,
-        json!({"kind": "webhook", "name": "failures",
-        "config": {"url": receiver.url("/failures")}, "events": ["proposal.failed"]}),
-    )
-    .await;
+    let all = webhook(&app, &owner, &receiver, "all", &[]).await;
+    let approvals = webhook(&app, &owner, &receiver, "approvals", &["proposal.approved"]).await;
+    let failures = webhook(&app, &owner, &receiver, "failures", &["proposal.failed"]).await;
     let (_agent, proposal) = fleet.one_proposal(3).await;
     let mut people: Vec<Session> = Vec::new();
     for i in 0..5 {
@@ -786,26 +786,9 @@ async fn concurrent_dispatchers_make_each_events_deliveries_once() {
     app.organization("acme").await;
     let owner = app.member("acme", Role::Owner, "owner@acme.test").await;
     let receiver = Receiver::start().await;
-    let all = channel(
-        &app,
-        &owner,
-        json!({"kind": "webhook", "name": "all", "config": {"url": receiver.url("/all")}}),
-    )
-    .await;
-    let enrolments = channel(
-        &app,
-        &owner,
-        json!({"kind": "webhook", "name": "enrolments",
-        "config": {"url": receiver.url("/enrolled")}, "events": ["host.enrolled"]}),
-    )
-    .await;
-    channel(
-        &app,
-        &owner,
-        json!({"kind": "webhook", "name": "failures",
-        "config": {"url": receiver.url("/failures")}, "events": ["proposal.failed"]}),
-    )
-    .await;
+    let all = webhook(&app, &owner, &receiver, "all", &[]).await;
+    let enrolments = webhook(&app, &owner, &receiver, "enrolments", &["host.enrolled"]).await;
+    webhook(&app, &owner, &receiver, "failures", &["proposal.failed"]).await;
     let org = org_id(&app).await.uuid();
     let now = app.clock_now();
     let mut events = Vec::new();
