@@ -45,7 +45,7 @@ enum Planning {
     /// $2`) otherwise keeps the generic plan it got while `apalis.jobs` was small (a sequential
     /// scan, or a scan of every row the worker ever locked), and each acknowledgement then
     /// read the whole table as it grew: 20 ms a call on a table of 30,000 jobs (BENCHMARKS.md,
-    /// "The job queue on Postgres"). Planned for the table as it is, it finds its rows by
+    /// "Changed check-ins at 200/s"). Planned for the table as it is, it finds its rows by
     /// primary key. The cost is a plan per statement, a fraction of a millisecond.
     EachTime,
 }

@@ -121,8 +121,8 @@ pub(crate) async fn setup_postgres(pool: &PgPool) -> anyhow::Result<()> {
 /// with `apalis.jobs … WHERE jobs.lock_by = $2 … FOR UPDATE`) was planned on its `(lock_by)`
 /// index: a bitmap scan of every row the worker has ever locked, finished ones included (kept a
 /// week), to find the few it is acknowledging. In the changed check-in benchmark it took 20 ms
-/// a call and more as the table grew, the largest item of Postgres's time (BENCHMARKS.md, "The
-/// job queue on Postgres"); SQLite had the same trouble ([`SQLITE_LOCK_INDEX`]). Without a
+/// a call and more as the table grew, the largest item of Postgres's time (BENCHMARKS.md,
+/// "Changed check-ins at 200/s"); SQLite had the same trouble ([`SQLITE_LOCK_INDEX`]). Without a
 /// `(lock_by)` index the batch's rows are found by primary key.
 ///
 /// What looks for a worker's jobs in flight (orphan and shutdown recovery, by `status =

@@ -6,6 +6,8 @@
 //! in the claim's transaction. Then every delivery due for an attempt without a job gets one,
 //! keyed by delivery and attempt, so a repeat queues nothing twice.
 
+use std::collections::{HashMap, hash_map::Entry};
+
 use apalis::prelude::{BoxDynError, Data};
 use chrono::{DateTime, Utc};
 use domain::notifications::{EventKind, delivery_status, due, routing};
@@ -14,8 +16,6 @@ use platform::{
     ids::DeliveryId,
     jobs::{DeliverNotification, NotifyDispatch, Queue},
 };
-use std::collections::{HashMap, hash_map::Entry};
-
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseBackend, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -46,8 +46,8 @@ pub async fn run(_job: NotifyDispatch, deps: Data<Deps>) -> Result<(), BoxDynErr
 /// disjoint batches: each used to read the same first hundred events and claim them one by
 /// one, waiting on the row each time another dispatcher held it, then finding it claimed
 /// (after 10,000 enrolments, 33,855 claims for 1,079 events; BENCHMARKS.md, "Changed
-/// check-ins"). A row another dispatcher claimed and committed meanwhile no longer matches
-/// `dispatched_at IS NULL` when it is locked, so it is not returned. SQLite's write
+/// check-ins at 200/s"). A row another dispatcher claimed and committed meanwhile no longer
+/// matches `dispatched_at IS NULL` when it is locked, so it is not returned. SQLite's write
 /// transactions are serial, and the read inside one sees every earlier claim.
 async fn dispatch_batch(deps: &Deps, now: DateTime<Utc>) -> Result<u64, BoxDynError> {
     let txn = deps.db.begin_write().await?;
