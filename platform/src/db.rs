@@ -81,19 +81,11 @@ impl Database {
         Self::connect_url_planning(url, max_connections, Planning::Cached).await
     }
 
-    /// Connects as [`Database::connect`] does, for a process whose statements are mostly the
+    /// Connects as [`Database::connect_url`] does, for a process whose statements are mostly the
     /// job queue's: on Postgres every statement is planned for its parameters and the table as
     /// it is now ([`Planning::EachTime`]). SQLite plans every statement anyway.
-    pub async fn connect_queue_worker(
-        config: &Config,
-        max_connections: u32,
-    ) -> anyhow::Result<Database> {
-        Self::connect_url_planning(
-            config.database_url.expose(),
-            max_connections,
-            Planning::EachTime,
-        )
-        .await
+    pub async fn connect_queue_worker(url: &str, max_connections: u32) -> anyhow::Result<Database> {
+        Self::connect_url_planning(url, max_connections, Planning::EachTime).await
     }
 
     async fn connect_url_planning(

@@ -342,7 +342,8 @@ pub fn connections(concurrency: usize) -> u32 {
 /// The `worker` binary: connect, migrate, consume until SIGTERM/SIGINT.
 pub async fn run_process(config: Config, concurrency: usize) -> anyhow::Result<()> {
     let config = Arc::new(config);
-    let db = Database::connect_queue_worker(&config, connections(concurrency)).await?;
+    let db = Database::connect_queue_worker(config.database_url.expose(), connections(concurrency))
+        .await?;
     db.migrate().await?;
     let deps = Deps::new(config, db.clone(), Arc::new(platform::clock::SystemClock))?;
     let shutdown = platform::runtime::shutdown_on_signal();

@@ -1150,8 +1150,11 @@ async fn end_to_end(
     let failed_before = count_status(db, EvaluateHost::QUEUE, "Failed").await?
         + count_status(db, POLICY_QUEUE, "Failed").await?;
     // Connected as the `worker` program connects (on Postgres, each statement planned anew).
-    let worker_db =
-        Database::connect_queue_worker(config, worker::connections(args.concurrency)).await?;
+    let worker_db = Database::connect_queue_worker(
+        config.database_url.expose(),
+        worker::connections(args.concurrency),
+    )
+    .await?;
     let deps = worker::Deps::new(config.clone(), worker_db.clone(), Arc::new(SystemClock))?;
     let mut options = worker::WorkerOptions::new(args.concurrency);
     options.shutdown_timeout = Duration::from_secs(60);

@@ -240,3 +240,141 @@ async fn unfinished_jobs(db: &Database) -> i64 {
         }
     }
 }
+
+/// apalis-postgres 1.0.0's acknowledgement of a batch (`queries/task/handle_result.sql`),
+/// verbatim.
+const POSTGRES_ACK: &str = r#"WITH j AS (
+    SELECT
+        (value ->> 'task_id')::text AS task_id,
+        (value ->> 'attempt')::integer AS attempt,
+        value -> 'result' AS result,
+        value ->> 'status' AS status
+    FROM jsonb_array_elements($1::jsonb) AS value
+),
+locked AS (
+    SELECT jobs.id
+    FROM apalis.jobs AS jobs
+    INNER JOIN j ON j.task_id = jobs.id
+    WHERE jobs.lock_by = $2
+    ORDER BY jobs.id
+    FOR UPDATE
+)
+UPDATE apalis.jobs AS jobs
+SET
+    status = j.status,
+    attempts = j.attempt,
+    last_result = j.result,
+    done_at = NOW()
+FROM j
+INNER JOIN locked ON locked.id = j.task_id
+WHERE jobs.id = locked.id"#;
+
+/// 100,000 finished jobs of worker `w1`.
+const HISTORY: &str = "INSERT INTO apalis.jobs (job, id, job_type, status, attempts, max_attempts, \
+         lock_by, lock_at, done_at) \
+     SELECT '\\x00', 'done-' || i, 'email.send', 'Done', 1, 4, 'w1', now(), now() \
+     FROM generate_series(1, 100000) AS i";
+
+/// The plan a connection of `pool` uses for apalis' acknowledgement once `apalis.jobs`, empty
+/// when the connection first ran it (as at a worker's start), holds [`HISTORY`].
+async fn acknowledgement_plan_after_growth(pool: &sqlx::PgPool) -> String {
+    let mut connection = pool.acquire().await.expect("a connection");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "PREPARE ack(jsonb, text) AS {POSTGRES_ACK}"
+    )))
+    .execute(&mut *connection)
+    .await
+    .expect("prepare");
+    for _ in 0..7 {
+        sqlx::raw_sql(
+            r#"EXECUTE ack('[{"task_id": "none", "attempt": 1, "result": {"Ok": null}, "status": "Done"}]', 'w1')"#,
+        )
+        .execute(&mut *connection)
+        .await
+        .expect("acknowledge on the empty table");
+    }
+    sqlx::raw_sql(HISTORY)
+        .execute(&mut *connection)
+        .await
+        .expect("a worker's history");
+    let plan: Vec<String> = sqlx::query_scalar(
+        r#"EXPLAIN (COSTS OFF) EXECUTE ack('[{"task_id": "done-5", "attempt": 1, "result": {"Ok": null}, "status": "Done"}]', 'w1')"#,
+    )
+    .fetch_all(&mut *connection)
+    .await
+    .expect("explain");
+    sqlx::raw_sql("DEALLOCATE ack; TRUNCATE apalis.jobs")
+        .execute(&mut *connection)
+        .await
+        .expect("clean up");
+    plan.join("\n")
+}
+
+/// A worker acknowledges a few jobs at a time, however many it has finished (they are kept a
+/// week). On SQLite apalis' `LIdx (lock_by)` is gone (the unit test in `platform::jobs` reads
+/// SQLite's plan). On Postgres neither index on `(lock_by)` nor the primary key's copy is left,
+/// and a connection that keeps Postgres's default planning, having acknowledged on an empty
+/// table, goes on reading the whole table once it holds 100,000 finished jobs, while the
+/// worker's connections (each statement planned for the table as it is) find the batch by
+/// primary key.
+#[tokio::test]
+async fn the_acknowledgement_finds_its_jobs_by_id_however_many_the_worker_finished() {
+    let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    let pool = match &db.pool {
+        Pool::Sqlite(pool) => {
+            let indexes: Vec<String> = sqlx::query_scalar(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'Jobs'",
+            )
+            .fetch_all(pool)
+            .await
+            .expect("indexes");
+            assert!(!indexes.iter().any(|i| i == "LIdx"), "{indexes:?}");
+            assert!(
+                indexes.iter().any(|i| i == "jobs_status_lock_by"),
+                "{indexes:?}"
+            );
+            db.close().await;
+            return;
+        }
+        Pool::Postgres(pool) => pool.clone(),
+    };
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT indexname::text FROM pg_indexes WHERE schemaname = 'apalis' AND tablename = 'jobs'",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("indexes");
+    for gone in ["lidx", "idx_apalis_jobs_lock_by", "unique_job_id"] {
+        assert!(!indexes.iter().any(|i| i == gone), "{gone}: {indexes:?}");
+    }
+    assert!(
+        indexes.iter().any(|i| i == "jobs_in_flight_lock_by"),
+        "{indexes:?}"
+    );
+    sqlx::raw_sql(
+        "INSERT INTO apalis.workers (id, worker_type, storage_name, layers, last_seen) \
+         VALUES ('w1', 'email.send', 'PostgresStorage', '', now())",
+    )
+    .execute(&pool)
+    .await
+    .expect("a worker");
+
+    let cached = acknowledgement_plan_after_growth(&pool).await;
+    assert!(
+        cached.contains("Seq Scan on jobs"),
+        "the plan kept from the empty table reads it all: {cached}"
+    );
+
+    let worker = Database::connect_queue_worker(database.url(), 2)
+        .await
+        .expect("connect as the worker");
+    let Pool::Postgres(worker_pool) = &worker.pool else {
+        panic!("the same database");
+    };
+    let planned = acknowledgement_plan_after_growth(worker_pool).await;
+    assert!(planned.contains("Index Scan using jobs_pkey"), "{planned}");
+    assert!(!planned.contains("Seq Scan on jobs"), "{planned}");
+    worker.close().await;
+    db.close().await;
+}
