@@ -57,8 +57,6 @@ pub struct Database {
     /// Where writes go ([`Database::writer`]): on SQLite a pool of one connection, on Postgres
     /// the pool itself.
     writer: DatabaseConnection,
-    /// SQLite's writing connection, to close with the pool.
-    sqlite_writer: Option<SqlitePool>,
     /// When what authentication reads last changed (see [`crate::identity_changes`]). On
     /// Postgres it knows nothing until [`IdentityChanges::watch_postgres`] runs (the api starts it).
     pub identity: IdentityChanges,
@@ -116,8 +114,7 @@ impl Database {
                 .context("opening the SQLite database for writing")?;
             Ok(Database {
                 orm: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool.clone()),
-                writer: SqlxSqliteConnector::from_sqlx_sqlite_pool(writer.clone()),
-                sqlite_writer: Some(writer),
+                writer: SqlxSqliteConnector::from_sqlx_sqlite_pool(writer),
                 identity: IdentityChanges::stored(pool.clone()),
                 pool: Pool::Sqlite(pool),
             })
@@ -135,7 +132,6 @@ impl Database {
             let orm = SqlxPostgresConnector::from_sqlx_postgres_pool(pool.clone());
             Ok(Database {
                 writer: orm.clone(),
-                sqlite_writer: None,
                 orm,
                 pool: Pool::Postgres(pool),
                 identity: IdentityChanges::notified(),
@@ -225,10 +221,13 @@ impl Database {
     pub async fn close(&self) {
         match &self.pool {
             Pool::Postgres(pool) => pool.close().await,
-            Pool::Sqlite(pool) => pool.close().await,
-        }
-        if let Some(writer) = &self.sqlite_writer {
-            writer.close().await;
+            Pool::Sqlite(pool) => {
+                pool.close().await;
+                // The writing connection's own pool (on Postgres `writer` is `pool`).
+                if let Err(err) = self.writer.close_by_ref().await {
+                    tracing::warn!(error = %err, "closing SQLite's writing connection");
+                }
+            }
         }
     }
 }
