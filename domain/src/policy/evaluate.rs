@@ -1,20 +1,28 @@
 //! One evaluation of a policy: read what its hosts need ([`super::needs`]), decide what becomes of its undecided proposals ([`super::plan`]) and
 //! write that ([`super::store`]).
 //!
-//! The whole run is one write transaction that first locks the policy (and its undecided
-//! proposals), so two runs of one policy, or a run and a decision, never interleave. What
-//! hosts report is read only for hosts whose updates changed since this process last read
-//! them ([`Reports`]); the rest of a run (scope, grouping, the proposals' difference) is
-//! computed anew each time, in memory.
+//! The writes are one transaction that first locks the policy (and its undecided proposals),
+//! so two runs of one policy, or a run and a decision, never interleave. What hosts report is
+//! read only for hosts whose updates changed since this process last read them
+//! ([`Reports`]); the rest of a run (scope, grouping, the proposals' difference) is computed
+//! anew each time, in memory.
+//!
+//! On SQLite, where the process's writes take turns on one connection and a check-in waits
+//! behind every turn asked for before it, everything is read and worked out ahead, in one
+//! read transaction (a snapshot), and the write turn only checks that the policy, its
+//! undecided proposals and those going ahead are still the snapshot's before writing the
+//! difference; a run that finds nothing to write takes no turn at all. Host changes after
+//! the snapshot are not checked for: each marks the policy dirty again (after this run
+//! claimed the mark), which queues the next run, as a change after the write would.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use entities::{policies, policy_dirty, proposal_changes, proposals};
+use entities::{policies, policy_dirty, proposal_changes, proposal_hosts, proposals};
 use platform::{config::DatabaseKind, db::Database, ids::PolicyId};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    QuerySelect, TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -24,8 +32,8 @@ use super::{
     plan::{Current, PackagePlan, plan_packages, plan_releases},
     reported::Reports,
     rules::Rules,
-    store,
-    summary::{release_summary, summarize},
+    store::{self, ReleaseHosts, Update},
+    summary::{Summary, release_summary, summarize},
 };
 use crate::{
     proposals::{close, supersede},
@@ -61,15 +69,15 @@ pub async fn evaluate_policy(
     let Some(_claim) = reports.claim(policy_id) else {
         return Ok(Evaluated::Busy);
     };
-    let mut prepared = None;
+    let mut ahead = None;
     if !postgres {
         policy_dirty::Entity::delete_by_id(policy_id)
             .exec(db.writer())
             .await?;
-        // SQLite has one writer at a time: what the hosts need is read and grouped before the
-        // write transaction, which only checks that nothing it was computed from has moved.
-        if let Some(policy) = policies::Entity::find_by_id(policy_id).one(&db.orm).await? {
-            prepared = Some(needs::prepare(&db.orm, policy, reports).await?);
+        match read_ahead(db, policy_id, reports).await? {
+            Ahead::NothingToWrite => return Ok(Evaluated::Done),
+            Ahead::Writes(snapshot) => ahead = Some(snapshot),
+            Ahead::InTheTurn => {}
         }
     }
     let txn = db.begin_write().await?;
@@ -96,14 +104,7 @@ pub async fn evaluate_policy(
     let Some(policy) = policies::Entity::find_by_id(policy_id).one(&txn).await? else {
         return Ok(Evaluated::Done); // Deleted: its proposals were closed with it.
     };
-    let mut undecided = proposals::Entity::find()
-        .filter(proposals::Column::PolicyId.eq(policy.id))
-        .filter(proposals::Column::Status.is_in(ProposalStatus::UNDECIDED))
-        .order_by_asc(proposals::Column::Number);
-    if postgres {
-        undecided = undecided.lock_exclusive();
-    }
-    let undecided = undecided.all(&txn).await?;
+    let undecided = undecided(&txn, policy.id, postgres).await?;
     let rules = match Rules::of(&policy) {
         Ok(rules) => rules,
         Err(err) => {
@@ -119,94 +120,239 @@ pub async fn evaluate_policy(
             return Ok(Evaluated::Done);
         }
     };
-    let desired = match prepared {
-        Some(prepared) => needs::desired_as_prepared(&txn, &policy, prepared, reports).await?,
-        None => needs::desired(&txn, &policy, reports).await?,
+    let snapshot = match ahead {
+        Some(snapshot)
+            if snapshot.policy == policy
+                && snapshot.undecided == undecided
+                && snapshot.going == needs::going(&txn, policy.id).await? =>
+        {
+            snapshot
+        }
+        // Moved since the snapshot (or none taken): worked out here, on what the turn reads.
+        _ => Snapshot::read(&txn, policy, undecided, reports).await?,
     };
-    let kev = needs::known_exploited_cves(&txn, &desired).await?;
-
-    let (packages, releases): (Vec<_>, Vec<_>) =
-        undecided.into_iter().partition(|p| p.release_key.is_none());
-    let mut packages = packages.into_iter();
-    let current = packages.next();
-    // Only one undecided package proposal is kept; should an older one linger, it closes.
-    for stale in packages {
-        close(&txn, stale, now).await?;
-    }
-    reconcile_packages(&txn, &rules, current, &desired, &kev, now).await?;
-    reconcile_releases(&txn, &rules, releases, &desired, now).await?;
-    if !kev.is_empty() {
-        announce_known_exploited(&txn, &policy, &kev, now).await?;
+    snapshot.reconciliation.write(&txn, &rules, now).await?;
+    if let Some((proposal, cves)) = unannounced(&txn, &snapshot.policy, &snapshot.kev).await? {
+        announce_known_exploited(&txn, &snapshot.policy, &proposal, cves, now).await?;
     }
     txn.commit().await?;
     Ok(Evaluated::Done)
 }
 
-/// Each known-exploited CVE that the policy's open package proposal fixes is announced
-/// (`advisory.known_exploited`) once per organization and CVE, in this transaction.
-async fn announce_known_exploited(
-    txn: &DatabaseTransaction,
-    policy: &policies::Model,
-    kev: &HashSet<String>,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    use crate::notifications::{EventKind, outbox};
-    let Some(proposal) = proposals::Entity::find()
-        .filter(proposals::Column::PolicyId.eq(policy.id))
-        .filter(proposals::Column::Status.eq(ProposalStatus::Open))
-        .filter(proposals::Column::ReleaseKey.is_null())
-        .order_by_desc(proposals::Column::Number)
-        .one(txn)
-        .await?
-    else {
-        return Ok(());
-    };
-    let mut cves: Vec<&String> = kev.iter().collect();
-    cves.sort();
-    for cve in cves {
-        let announced = entities::notification_events::Entity::find()
-            .filter(entities::notification_events::Column::OrgId.eq(policy.org_id))
-            .filter(
-                entities::notification_events::Column::Kind
-                    .eq(EventKind::AdvisoryKnownExploited.as_str()),
-            )
-            .filter(entities::notification_events::Column::Subject.eq(cve.as_str()))
-            .one(txn)
-            .await?
-            .is_some();
-        if announced {
-            continue;
-        }
-        let mut data = outbox::proposal_data(&proposal, &proposal.status, None);
-        data["cve"] = serde_json::json!(cve);
-        outbox::emit(
-            txn,
-            policy.org_id,
-            EventKind::AdvisoryKnownExploited,
-            Some(cve.clone()),
-            None,
-            data,
-            now,
-        )
-        .await?;
+/// The policy's undecided proposals, oldest first; on Postgres locked for the transaction.
+async fn undecided<C: ConnectionTrait>(
+    db: &C,
+    policy_id: Uuid,
+    lock: bool,
+) -> Result<Vec<proposals::Model>, DbErr> {
+    let mut undecided = proposals::Entity::find()
+        .filter(proposals::Column::PolicyId.eq(policy_id))
+        .filter(proposals::Column::Status.is_in(ProposalStatus::UNDECIDED))
+        .order_by_asc(proposals::Column::Number);
+    if lock {
+        undecided = undecided.lock_exclusive();
     }
-    Ok(())
+    undecided.all(db).await
 }
 
-/// Brings the policy's package proposal in line with `desired` ([`plan_packages`]).
-async fn reconcile_packages(
-    txn: &DatabaseTransaction,
-    rules: &Rules,
+/// What an evaluation read ahead of its write turn (SQLite).
+enum Ahead {
+    /// The proposals already are what the hosts need (or the policy is gone).
+    NothingToWrite,
+    Writes(Snapshot),
+    /// The policy cannot be read as rules: the turn deals with it.
+    InTheTurn,
+}
+
+/// Reads and works out the evaluation in one read transaction (a snapshot), before taking a
+/// write turn.
+async fn read_ahead(db: &Database, policy_id: Uuid, reports: &Reports) -> Result<Ahead, DbErr> {
+    let txn = db.orm.begin().await?;
+    let Some(policy) = policies::Entity::find_by_id(policy_id).one(&txn).await? else {
+        return Ok(Ahead::NothingToWrite);
+    };
+    if Rules::of(&policy).is_err() {
+        return Ok(Ahead::InTheTurn);
+    }
+    let undecided = undecided(&txn, policy.id, false).await?;
+    let snapshot = Snapshot::read(&txn, policy, undecided, reports).await?;
+    let announce = unannounced(&txn, &snapshot.policy, &snapshot.kev).await?;
+    txn.rollback().await?;
+    if snapshot.reconciliation.is_empty() && announce.is_none() {
+        return Ok(Ahead::NothingToWrite);
+    }
+    Ok(Ahead::Writes(snapshot))
+}
+
+/// An evaluation worked out on what one transaction reads: what it was computed from (the
+/// policy and its proposals, undecided and going ahead) and what it writes.
+struct Snapshot {
+    policy: policies::Model,
+    undecided: Vec<proposals::Model>,
+    going: Vec<proposals::Model>,
+    kev: HashSet<String>,
+    reconciliation: Reconciliation,
+}
+
+impl Snapshot {
+    async fn read<C: ConnectionTrait>(
+        db: &C,
+        policy: policies::Model,
+        undecided: Vec<proposals::Model>,
+        reports: &Reports,
+    ) -> Result<Snapshot, DbErr> {
+        let going = needs::going(db, policy.id).await?;
+        let desired = needs::desired_in(db, &policy, &going, reports).await?;
+        let kev = needs::known_exploited_cves(db, &desired).await?;
+        let reconciliation = Reconciliation::plan(db, undecided.clone(), desired, &kev).await?;
+        Ok(Snapshot {
+            policy,
+            undecided,
+            going,
+            kev,
+            reconciliation,
+        })
+    }
+}
+
+/// What an evaluation writes: the undecided proposals brought in line with what the hosts
+/// need ([`plan_packages`], [`plan_releases`]), worked out from what they store.
+struct Reconciliation {
+    desired: Desired,
+    /// Undecided package proposals besides the newest: only one is kept, should an older one
+    /// linger it closes.
+    stale: Vec<proposals::Model>,
+    package: PackageStep,
+    releases: Vec<ReleaseStep>,
+    /// Upgrades no proposal offers yet: one opens for each.
+    open_releases: Vec<String>,
+}
+
+enum PackageStep {
+    Nothing,
+    Close(proposals::Model),
+    Open(Summary),
+    Supersede(proposals::Model, Summary),
+    Update(Update),
+}
+
+enum ReleaseStep {
+    Follow(ReleaseHosts),
+    Close(proposals::Model),
+}
+
+impl Reconciliation {
+    async fn plan<C: ConnectionTrait>(
+        db: &C,
+        undecided: Vec<proposals::Model>,
+        desired: Desired,
+        kev: &HashSet<String>,
+    ) -> Result<Reconciliation, DbErr> {
+        let (packages, releases): (Vec<_>, Vec<_>) =
+            undecided.into_iter().partition(|p| p.release_key.is_none());
+        let mut packages = packages.into_iter();
+        let current = packages.next();
+        let stale = packages.collect();
+        let package = plan_package(db, current, &desired, kev).await?;
+        let keys: Vec<Option<String>> = releases.iter().map(|p| p.release_key.clone()).collect();
+        let plan = plan_releases(&keys, &desired.releases);
+        let follow: HashMap<usize, String> = plan.follow.into_iter().collect();
+        let mut steps = Vec::with_capacity(releases.len());
+        for (i, proposal) in releases.into_iter().enumerate() {
+            steps.push(
+                match follow.get(&i).and_then(|key| desired.releases.get(key)) {
+                    Some((_, hosts)) => {
+                        let stored = release_hosts(db, proposal.id).await?;
+                        ReleaseStep::Follow(ReleaseHosts::plan(proposal, &stored, hosts))
+                    }
+                    None => ReleaseStep::Close(proposal),
+                },
+            );
+        }
+        Ok(Reconciliation {
+            desired,
+            stale,
+            package,
+            releases: steps,
+            open_releases: plan.open,
+        })
+    }
+
+    /// Whether the proposals already are what the hosts need.
+    fn is_empty(&self) -> bool {
+        self.stale.is_empty()
+            && self.open_releases.is_empty()
+            && match &self.package {
+                PackageStep::Nothing => true,
+                PackageStep::Update(update) => update.is_empty(),
+                _ => false,
+            }
+            && self.releases.iter().all(|step| match step {
+                ReleaseStep::Follow(hosts) => hosts.is_empty(),
+                ReleaseStep::Close(_) => false,
+            })
+    }
+
+    async fn write(
+        self,
+        txn: &DatabaseTransaction,
+        rules: &Rules,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        let desired = &self.desired;
+        for stale in self.stale {
+            close(txn, stale, now).await?;
+        }
+        match self.package {
+            PackageStep::Nothing => {}
+            PackageStep::Close(current) => close(txn, current, now).await?,
+            PackageStep::Open(summary) => {
+                store::open(txn, rules, desired, &summary, None, now).await?;
+            }
+            PackageStep::Supersede(current, summary) => {
+                let opened = store::open(txn, rules, desired, &summary, None, now).await?;
+                supersede(txn, current, &opened, now).await?;
+            }
+            PackageStep::Update(update) => update.write(txn, now).await?,
+        }
+        for step in self.releases {
+            match step {
+                ReleaseStep::Follow(hosts) => hosts.write(txn, now).await?,
+                ReleaseStep::Close(proposal) => close(txn, proposal, now).await?,
+            }
+        }
+        for key in self.open_releases {
+            let Some((what, hosts)) = desired.releases.get(&key) else {
+                continue;
+            };
+            let summary = release_summary(what, hosts.len());
+            store::open(
+                txn,
+                rules,
+                &Desired::default(),
+                &summary,
+                Some((&key, what, hosts)),
+                now,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// What becomes of the policy's package proposal ([`plan_packages`]); following or merging
+/// reads what it stores.
+async fn plan_package<C: ConnectionTrait>(
+    db: &C,
     current: Option<proposals::Model>,
     desired: &Desired,
     kev: &HashSet<String>,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
+) -> Result<PackageStep, DbErr> {
     let existing: Vec<proposal_changes::Model> = match &current {
         Some(current) if !desired.hosts.is_empty() => {
             proposal_changes::Entity::find()
                 .filter(proposal_changes::Column::ProposalId.eq(current.id))
-                .all(txn)
+                .all(db)
                 .await?
         }
         _ => Vec::new(),
@@ -220,51 +366,111 @@ async fn reconcile_packages(
         desired,
     );
     let summary = || summarize(desired, kev);
-    match (plan, current) {
-        (PackagePlan::Close, Some(current)) => close(txn, current, now).await,
-        (PackagePlan::Open, _) => store::open(txn, rules, desired, &summary(), None, now)
-            .await
-            .map(|_| ()),
-        (PackagePlan::Supersede, Some(current)) => {
-            let opened = store::open(txn, rules, desired, &summary(), None, now).await?;
-            supersede(txn, current, &opened, now).await
-        }
+    Ok(match (plan, current) {
+        (PackagePlan::Close, Some(current)) => PackageStep::Close(current),
+        (PackagePlan::Open, _) => PackageStep::Open(summary()),
+        (PackagePlan::Supersede, Some(current)) => PackageStep::Supersede(current, summary()),
         (PackagePlan::Merge | PackagePlan::Follow, Some(current)) => {
-            store::update_in_place(txn, current, existing, desired, &summary(), now).await
+            let stored_hosts = proposal_hosts::Entity::find()
+                .select_only()
+                .column(proposal_hosts::Column::HostId)
+                .column(proposal_hosts::Column::Changes)
+                .filter(proposal_hosts::Column::ProposalId.eq(current.id))
+                .into_tuple()
+                .all(db)
+                .await?
+                .into_iter()
+                .collect();
+            PackageStep::Update(Update::plan(
+                current,
+                existing,
+                stored_hosts,
+                desired,
+                summary(),
+            )?)
         }
-        _ => Ok(()),
-    }
+        _ => PackageStep::Nothing,
+    })
 }
 
-/// Release upgrades: one undecided proposal per upgrade offered; hosts join and leave it
-/// ([`plan_releases`]).
-async fn reconcile_releases(
-    txn: &DatabaseTransaction,
-    rules: &Rules,
-    current: Vec<proposals::Model>,
-    desired: &Desired,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let keys: Vec<Option<String>> = current.iter().map(|p| p.release_key.clone()).collect();
-    let plan = plan_releases(&keys, &desired.releases);
-    let follow: HashMap<usize, String> = plan.follow.into_iter().collect();
-    for (i, proposal) in current.into_iter().enumerate() {
-        match follow.get(&i).and_then(|key| desired.releases.get(key)) {
-            Some((_, hosts)) => store::set_release_hosts(txn, proposal, hosts, now).await?,
-            None => close(txn, proposal, now).await?,
+/// The hosts a release upgrade proposal stores.
+async fn release_hosts<C: ConnectionTrait>(
+    db: &C,
+    proposal_id: Uuid,
+) -> Result<BTreeSet<Uuid>, DbErr> {
+    Ok(proposal_hosts::Entity::find()
+        .select_only()
+        .column(proposal_hosts::Column::HostId)
+        .filter(proposal_hosts::Column::ProposalId.eq(proposal_id))
+        .into_tuple()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect())
+}
+
+/// The policy's open package proposal and the known-exploited CVEs it fixes that its
+/// organization has not been told of yet; `None` when there are none.
+async fn unannounced<C: ConnectionTrait>(
+    db: &C,
+    policy: &policies::Model,
+    kev: &HashSet<String>,
+) -> Result<Option<(proposals::Model, Vec<String>)>, DbErr> {
+    use crate::notifications::EventKind;
+    use entities::notification_events;
+    if kev.is_empty() {
+        return Ok(None);
+    }
+    let Some(proposal) = proposals::Entity::find()
+        .filter(proposals::Column::PolicyId.eq(policy.id))
+        .filter(proposals::Column::Status.eq(ProposalStatus::Open))
+        .filter(proposals::Column::ReleaseKey.is_null())
+        .order_by_desc(proposals::Column::Number)
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let mut cves: Vec<&String> = kev.iter().collect();
+    cves.sort();
+    let mut left = Vec::new();
+    for cve in cves {
+        let announced = notification_events::Entity::find()
+            .filter(notification_events::Column::OrgId.eq(policy.org_id))
+            .filter(
+                notification_events::Column::Kind.eq(EventKind::AdvisoryKnownExploited.as_str()),
+            )
+            .filter(notification_events::Column::Subject.eq(cve.as_str()))
+            .one(db)
+            .await?
+            .is_some();
+        if !announced {
+            left.push(cve.clone());
         }
     }
-    for key in plan.open {
-        let Some((what, hosts)) = desired.releases.get(&key) else {
-            continue;
-        };
-        let summary = release_summary(what, hosts.len());
-        store::open(
+    Ok((!left.is_empty()).then_some((proposal, left)))
+}
+
+/// Each known-exploited CVE that the policy's open package proposal fixes is announced
+/// (`advisory.known_exploited`) once per organization and CVE, in this transaction.
+async fn announce_known_exploited(
+    txn: &DatabaseTransaction,
+    policy: &policies::Model,
+    proposal: &proposals::Model,
+    cves: Vec<String>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    use crate::notifications::{EventKind, outbox};
+    for cve in cves {
+        let mut data = outbox::proposal_data(proposal, &proposal.status, None);
+        data["cve"] = serde_json::json!(cve);
+        outbox::emit(
             txn,
-            rules,
-            &Desired::default(),
-            &summary,
-            Some((&key, what, hosts)),
+            policy.org_id,
+            EventKind::AdvisoryKnownExploited,
+            Some(cve),
+            None,
+            data,
             now,
         )
         .await?;

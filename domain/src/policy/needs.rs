@@ -158,21 +158,24 @@ pub async fn reported_updates<C: ConnectionTrait>(
 
 /// What a policy's desired changes are computed from, besides its hosts' updates (which
 /// their `updates_seq` stands for): its hosts in scope and what proposals going ahead carry.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Basis {
+#[derive(Debug)]
+struct Basis {
     hosts: Vec<ScopeHost>,
     in_flight: InFlight,
 }
 
-async fn basis<C: ConnectionTrait>(db: &C, policy: &policies::Model) -> Result<Basis, DbErr> {
+async fn basis<C: ConnectionTrait>(
+    db: &C,
+    policy: &policies::Model,
+    going: &[proposals::Model],
+) -> Result<Basis, DbErr> {
     Ok(Basis {
         hosts: scope_hosts(db, policy).await?,
-        in_flight: in_flight(db, policy.id).await?,
+        in_flight: in_flight(db, going).await?,
     })
 }
 
-/// The desired changes of `policy` over `basis`, reading the updates `reports` does not keep;
-/// `basis` comes back with them.
+/// The desired changes of `policy` over `basis`, reading the updates `reports` does not keep.
 ///
 /// The grouping is CPU work over every host's updates (hundreds of milliseconds at 10,000
 /// hosts), so it runs on a blocking thread: on the async runtime it would stall every other
@@ -182,7 +185,7 @@ async fn group<C: ConnectionTrait>(
     policy: &policies::Model,
     basis: Basis,
     reports: &Reports,
-) -> Result<(Basis, Desired), DbErr> {
+) -> Result<Desired, DbErr> {
     let updates = reported_updates(db, &basis.hosts, reports).await?;
     let coverage = Coverage::of(policy);
     tokio::task::spawn_blocking(move || {
@@ -196,8 +199,7 @@ async fn group<C: ConnectionTrait>(
         for host in &basis.hosts {
             grouping.add_release(host.id, &host.release)?;
         }
-        let desired = grouping.finish();
-        Ok((basis, desired))
+        Ok(grouping.finish())
     })
     .await
     .map_err(|err| DbErr::Custom(format!("grouping the policy's changes stopped: {err}")))?
@@ -212,56 +214,43 @@ pub async fn desired(
     policy: &policies::Model,
     reports: &Reports,
 ) -> Result<Desired, DbErr> {
-    let basis = basis(txn, policy).await?;
-    Ok(group(txn, policy, basis, reports).await?.1)
+    let going = going(txn, policy.id).await?;
+    let basis = basis(txn, policy, &going).await?;
+    group(txn, policy, basis, reports).await
 }
 
-/// [`desired`] computed ahead, outside the transaction that will write it.
-pub struct Prepared {
-    policy: policies::Model,
-    basis: Basis,
-    desired: Desired,
-}
-
-/// Computes [`desired`] before the write transaction (SQLite has one writer at a time: a
-/// check-in should not wait while an evaluation reads and groups).
-pub async fn prepare<C: ConnectionTrait>(
+/// What the policy's hosts need as read in one snapshot of the database (`db` a read
+/// transaction), with `going` ([`going`]) as the snapshot has them.
+pub async fn desired_in<C: ConnectionTrait>(
     db: &C,
-    policy: policies::Model,
-    reports: &Reports,
-) -> Result<Prepared, DbErr> {
-    let basis = basis(db, &policy).await?;
-    let (basis, desired) = group(db, &policy, basis, reports).await?;
-    Ok(Prepared {
-        policy,
-        basis,
-        desired,
-    })
-}
-
-/// [`desired`] in the write transaction: what `prepared` computed, if the policy and its
-/// basis are still what it was computed from (the hosts' updates included, since their
-/// counts are part of the basis); computed again otherwise.
-pub async fn desired_as_prepared(
-    txn: &DatabaseTransaction,
     policy: &policies::Model,
-    prepared: Prepared,
+    going: &[proposals::Model],
     reports: &Reports,
 ) -> Result<Desired, DbErr> {
-    let basis = basis(txn, policy).await?;
-    if prepared.policy == *policy && prepared.basis == basis {
-        return Ok(prepared.desired);
-    }
-    Ok(group(txn, policy, basis, reports).await?.1)
+    let basis = basis(db, policy, going).await?;
+    group(db, policy, basis, reports).await
 }
 
-/// What proposals of the policy already going ahead carry, per host.
-async fn in_flight<C: ConnectionTrait>(txn: &C, policy_id: Uuid) -> Result<InFlight, DbErr> {
-    let going: Vec<proposals::Model> = proposals::Entity::find()
+/// The policy's proposals going ahead, oldest first. What they carry for each host does not
+/// change while they go ahead (only an undecided proposal follows its hosts), so these rows
+/// stand for it.
+pub async fn going<C: ConnectionTrait>(
+    db: &C,
+    policy_id: Uuid,
+) -> Result<Vec<proposals::Model>, DbErr> {
+    proposals::Entity::find()
         .filter(proposals::Column::PolicyId.eq(policy_id))
         .filter(proposals::Column::Status.is_in(ProposalStatus::IN_FLIGHT))
-        .all(txn)
-        .await?;
+        .order_by_asc(proposals::Column::Number)
+        .all(db)
+        .await
+}
+
+/// What `going` carry, per host.
+async fn in_flight<C: ConnectionTrait>(
+    txn: &C,
+    going: &[proposals::Model],
+) -> Result<InFlight, DbErr> {
     let mut carried = InFlight::default();
     for proposal in going {
         let targets: Vec<(Uuid, JsonText<Vec<i32>>)> = proposal_hosts::Entity::find()
@@ -303,8 +292,8 @@ async fn in_flight<C: ConnectionTrait>(txn: &C, policy_id: Uuid) -> Result<InFli
 }
 
 /// CVEs of the desired changes that are on the known-exploited catalogue.
-pub async fn known_exploited_cves(
-    txn: &DatabaseTransaction,
+pub async fn known_exploited_cves<C: ConnectionTrait>(
+    txn: &C,
     desired: &Desired,
 ) -> Result<HashSet<String>, DbErr> {
     let cves: BTreeSet<&String> = desired

@@ -9,14 +9,13 @@ use entities::{
     proposal_changes, proposal_hosts, proposals,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set,
 };
 use uuid::Uuid;
 
 use super::{
     grouping::{Change, ChangeKey, Desired},
-    plan::{diff_changes, diff_hosts, encode},
+    plan::{HostDiff, diff_changes, diff_hosts, encode},
     rules::Rules,
     summary::Summary,
 };
@@ -180,159 +179,200 @@ async fn remove_hosts(
     Ok(())
 }
 
-/// Brings an undecided package proposal in line with `desired` (following it, or merging
-/// new updates into it), writing only what differs.
-pub async fn update_in_place(
-    txn: &DatabaseTransaction,
+/// What bringing an undecided package proposal in line with `desired` (following it, or
+/// merging new updates into it) writes: only what differs. Worked out from what the proposal
+/// stores ([`Update::plan`]), written by [`Update::write`]; one that is
+/// [empty](Update::is_empty) writes nothing.
+#[derive(Debug)]
+pub struct Update {
     current: proposals::Model,
-    existing: Vec<proposal_changes::Model>,
-    desired: &Desired,
-    summary: &Summary,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let stored: Vec<(i32, ChangeKey)> = existing
-        .iter()
-        .map(|c| {
-            let key = ChangeKey {
-                package: c.package.clone(),
-                ecosystem: c.ecosystem.clone(),
-                from_version: c.from_version.clone(),
-                to_version: c.to_version.clone(),
+    /// Kept changes whose counts, advisories or source differ.
+    rewritten: Vec<proposal_changes::ActiveModel>,
+    /// Positions of changes that leave.
+    removed: Vec<i32>,
+    added: Vec<proposal_changes::ActiveModel>,
+    hosts: HostDiff,
+    summary: Summary,
+}
+
+impl Update {
+    /// `existing` and `stored_hosts` are what the proposal stores (its changes; each host's
+    /// change list).
+    pub fn plan(
+        current: proposals::Model,
+        existing: Vec<proposal_changes::Model>,
+        stored_hosts: HashMap<Uuid, JsonText<Vec<i32>>>,
+        desired: &Desired,
+        summary: Summary,
+    ) -> Result<Update, Unwritable> {
+        let stored: Vec<(i32, ChangeKey)> = existing
+            .iter()
+            .map(|c| (c.position, super::needs::key_of(c)))
+            .collect();
+        let changes = diff_changes(&stored, desired);
+        let mut rows: HashMap<i32, proposal_changes::Model> =
+            existing.into_iter().map(|c| (c.position, c)).collect();
+        let mut rewritten = Vec::new();
+        for (position, i) in &changes.kept {
+            let (Some(row), Some((_, change))) = (rows.remove(position), desired.change(*i)) else {
+                continue;
             };
-            (c.position, key)
-        })
-        .collect();
-    let changes = diff_changes(&stored, desired);
-    let mut touched = false;
-    let mut rows: HashMap<i32, proposal_changes::Model> =
-        existing.into_iter().map(|c| (c.position, c)).collect();
-    for (position, i) in &changes.kept {
-        let (Some(row), Some((_, change))) = (rows.remove(position), desired.change(*i)) else {
-            continue;
-        };
-        let advisories = change.advisory_list();
-        // Compared by meaning, not text; a stored list that cannot be read is written again.
-        if row.hosts != change.hosts
-            || row.advisories.read().ok().as_ref() != Some(&advisories)
-            || row.source_name != change.source_name
-            || row.distro != change.distro
-        {
-            let mut active: proposal_changes::ActiveModel = row.into();
-            active.hosts = Set(change.hosts);
-            active.advisories = Set(JsonText::new(&advisories)?);
-            active.source_name = Set(change.source_name.clone());
-            active.distro = Set(change.distro.clone());
-            active.update(txn).await?;
-            touched = true;
+            let advisories = change.advisory_list();
+            // Compared by meaning, not text; a stored list that cannot be read is written again.
+            if row.hosts != change.hosts
+                || row.advisories.read().ok().as_ref() != Some(&advisories)
+                || row.source_name != change.source_name
+                || row.distro != change.distro
+            {
+                let mut active: proposal_changes::ActiveModel = row.into();
+                active.hosts = Set(change.hosts);
+                active.advisories = Set(JsonText::new(&advisories)?);
+                active.source_name = Set(change.source_name.clone());
+                active.distro = Set(change.distro.clone());
+                rewritten.push(active);
+            }
         }
-    }
-    for chunk in changes.removed.chunks(WRITE_CHUNK) {
-        touched = true;
-        proposal_changes::Entity::delete_many()
-            .filter(proposal_changes::Column::ProposalId.eq(current.id))
-            .filter(proposal_changes::Column::Position.is_in(chunk.to_vec()))
-            .exec(txn)
-            .await?;
-    }
-    let inserts: Vec<proposal_changes::ActiveModel> = changes
-        .added
-        .iter()
-        .filter_map(|(position, i)| {
-            let (key, change) = desired.change(*i)?;
-            Some(change_row(current.id, *position, key, change))
-        })
-        .collect::<Result<_, _>>()?;
-    for chunk in inserts.chunks(WRITE_CHUNK) {
-        touched = true;
-        proposal_changes::Entity::insert_many(chunk.to_vec())
-            .exec(txn)
-            .await?;
-    }
-
-    let stored_hosts: HashMap<Uuid, JsonText<Vec<i32>>> = proposal_hosts::Entity::find()
-        .select_only()
-        .column(proposal_hosts::Column::HostId)
-        .column(proposal_hosts::Column::Changes)
-        .filter(proposal_hosts::Column::ProposalId.eq(current.id))
-        .into_tuple::<(Uuid, JsonText<Vec<i32>>)>()
-        .all(txn)
-        .await?
-        .into_iter()
-        .collect();
-    let hosts = diff_hosts(stored_hosts, desired, &changes.positions);
-    if !hosts.changed.is_empty() {
-        // Rewritten a chunk at a time (a delete and an insert), not a statement per host.
-        touched = true;
-        let ids: Vec<Uuid> = hosts.changed.iter().map(|(host, _)| *host).collect();
-        remove_hosts(txn, current.id, &ids).await?;
-        let rows = hosts
-            .changed
-            .into_iter()
-            .map(|(host, list)| host_row(current.id, host, &list));
-        insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
-    }
-    if !hosts.added.is_empty() {
-        touched = true;
-        let rows = hosts
+        let added = changes
             .added
-            .into_iter()
-            .map(|(host, list)| host_row(current.id, host, &list));
-        insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
-    }
-    if !hosts.removed.is_empty() {
-        touched = true;
-        remove_hosts(txn, current.id, &hosts.removed).await?;
+            .iter()
+            .filter_map(|(position, i)| {
+                let (key, change) = desired.change(*i)?;
+                Some(change_row(current.id, *position, key, change))
+            })
+            .collect::<Result<_, _>>()?;
+        let hosts = diff_hosts(stored_hosts, desired, &changes.positions);
+        Ok(Update {
+            current,
+            rewritten,
+            removed: changes.removed,
+            added,
+            hosts,
+            summary,
+        })
     }
 
-    let same = current.kind == summary.kind
-        && current.title == summary.title
-        && current.hosts == summary.hosts
-        && current.packages == summary.packages
-        && current.max_severity == summary.max_severity
-        && current.known_exploited == summary.known_exploited;
-    if touched || !same {
-        let mut active: proposals::ActiveModel = current.into();
+    fn touches_rows(&self) -> bool {
+        !(self.rewritten.is_empty()
+            && self.removed.is_empty()
+            && self.added.is_empty()
+            && self.hosts == HostDiff::default())
+    }
+
+    fn same_summary(&self) -> bool {
+        let (current, summary) = (&self.current, &self.summary);
+        current.kind == summary.kind
+            && current.title == summary.title
+            && current.hosts == summary.hosts
+            && current.packages == summary.packages
+            && current.max_severity == summary.max_severity
+            && current.known_exploited == summary.known_exploited
+    }
+
+    /// Whether the proposal already is what `desired` asks.
+    pub fn is_empty(&self) -> bool {
+        !self.touches_rows() && self.same_summary()
+    }
+
+    pub async fn write(self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let id = self.current.id;
+        for row in self.rewritten {
+            row.update(txn).await?;
+        }
+        for chunk in self.removed.chunks(WRITE_CHUNK) {
+            proposal_changes::Entity::delete_many()
+                .filter(proposal_changes::Column::ProposalId.eq(id))
+                .filter(proposal_changes::Column::Position.is_in(chunk.to_vec()))
+                .exec(txn)
+                .await?;
+        }
+        for chunk in self.added.chunks(WRITE_CHUNK) {
+            proposal_changes::Entity::insert_many(chunk.to_vec())
+                .exec(txn)
+                .await?;
+        }
+        let HostDiff {
+            added,
+            changed,
+            removed,
+        } = self.hosts;
+        if !changed.is_empty() {
+            // Rewritten a chunk at a time (a delete and an insert), not a statement per host.
+            let ids: Vec<Uuid> = changed.iter().map(|(host, _)| *host).collect();
+            remove_hosts(txn, id, &ids).await?;
+            let rows = changed
+                .into_iter()
+                .map(|(host, list)| host_row(id, host, &list));
+            insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
+        }
+        if !added.is_empty() {
+            let rows = added
+                .into_iter()
+                .map(|(host, list)| host_row(id, host, &list));
+            insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
+        }
+        remove_hosts(txn, id, &removed).await?;
+
+        let summary = self.summary;
+        let mut active: proposals::ActiveModel = self.current.into();
         active.kind = Set(summary.kind.to_owned());
-        active.title = Set(summary.title.clone());
+        active.title = Set(summary.title);
         active.hosts = Set(summary.hosts);
         active.packages = Set(summary.packages);
-        active.max_severity = Set(summary.max_severity.clone());
+        active.max_severity = Set(summary.max_severity);
         active.known_exploited = Set(summary.known_exploited);
         active.updated_at = Set(now);
         active.update(txn).await?;
+        Ok(())
     }
-    Ok(())
 }
 
-/// A release upgrade proposal follows the hosts that are offered its upgrade.
-pub async fn set_release_hosts(
-    txn: &DatabaseTransaction,
+/// A release upgrade proposal follows the hosts that are offered its upgrade: what joins and
+/// what leaves, worked out from its stored hosts.
+#[derive(Debug)]
+pub struct ReleaseHosts {
     proposal: proposals::Model,
-    hosts: &BTreeSet<Uuid>,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let stored: BTreeSet<Uuid> = proposal_hosts::Entity::find()
-        .select_only()
-        .column(proposal_hosts::Column::HostId)
-        .filter(proposal_hosts::Column::ProposalId.eq(proposal.id))
-        .into_tuple()
-        .all(txn)
-        .await?
-        .into_iter()
-        .collect();
-    if &stored == hosts {
-        return Ok(());
+    added: Vec<Uuid>,
+    left: Vec<Uuid>,
+    count: i64,
+}
+
+impl ReleaseHosts {
+    pub fn plan(
+        proposal: proposals::Model,
+        stored: &BTreeSet<Uuid>,
+        hosts: &BTreeSet<Uuid>,
+    ) -> ReleaseHosts {
+        ReleaseHosts {
+            proposal,
+            added: hosts.difference(stored).copied().collect(),
+            left: stored.difference(hosts).copied().collect(),
+            count: i64::try_from(hosts.len()).unwrap_or(i64::MAX),
+        }
     }
-    let added: Vec<_> = hosts
-        .difference(&stored)
-        .map(|h| host_row(proposal.id, *h, &[]))
-        .collect::<Result<_, _>>()?;
-    insert_hosts(txn, added).await?;
-    let left: Vec<Uuid> = stored.difference(hosts).copied().collect();
-    remove_hosts(txn, proposal.id, &left).await?;
-    let mut active: proposals::ActiveModel = proposal.into();
-    active.hosts = Set(i64::try_from(hosts.len()).unwrap_or(i64::MAX));
-    active.updated_at = Set(now);
-    active.update(txn).await?;
-    Ok(())
+
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.left.is_empty()
+    }
+
+    pub async fn write(self, txn: &DatabaseTransaction, now: DateTime<Utc>) -> Result<(), DbErr> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let id = self.proposal.id;
+        let added: Vec<_> = self
+            .added
+            .iter()
+            .map(|h| host_row(id, *h, &[]))
+            .collect::<Result<_, _>>()?;
+        insert_hosts(txn, added).await?;
+        remove_hosts(txn, id, &self.left).await?;
+        let mut active: proposals::ActiveModel = self.proposal.into();
+        active.hosts = Set(self.count);
+        active.updated_at = Set(now);
+        active.update(txn).await?;
+        Ok(())
+    }
 }
