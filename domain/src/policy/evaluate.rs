@@ -71,9 +71,17 @@ pub async fn evaluate_policy(
     };
     let mut ahead = None;
     if !postgres {
-        policy_dirty::Entity::delete_by_id(policy_id)
-            .exec(db.writer())
-            .await?;
+        // The mark is claimed when there is one: a run without (a retry, a direct call) that
+        // finds nothing to write writes nothing at all.
+        if policy_dirty::Entity::find_by_id(policy_id)
+            .one(&db.orm)
+            .await?
+            .is_some()
+        {
+            policy_dirty::Entity::delete_by_id(policy_id)
+                .exec(db.writer())
+                .await?;
+        }
         match read_ahead(db, policy_id, reports).await? {
             Ahead::NothingToWrite => return Ok(Evaluated::Done),
             Ahead::Writes(snapshot) => ahead = Some(snapshot),
@@ -195,7 +203,7 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    async fn read<C: ConnectionTrait>(
+    async fn read<C: ConnectionTrait + sea_orm::StreamTrait>(
         db: &C,
         policy: policies::Model,
         undecided: Vec<proposals::Model>,

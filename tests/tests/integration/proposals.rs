@@ -380,13 +380,7 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     assert_eq!(fleet.list("").await.len(), 1);
 
     // A known-exploited CVE is shown beside severity, never raising it.
-    known_exploited::ActiveModel {
-        cve: Set("CVE-2026-1000".into()),
-        added_at: Set(app.clock_now()),
-    }
-    .insert(&app.state.db.orm)
-    .await
-    .expect("kev");
+    mark_exploited(&app).await;
     domain::policy::evaluate_policy(&app.state.db, reports, policy_id, app.clock_now())
         .await
         .expect("evaluate");
@@ -1263,4 +1257,107 @@ async fn an_evaluation_that_remembers_hosts_updates_agrees_with_one_that_reads_t
         "reading everything afresh changes nothing, not even updated_at"
     );
     app.stop().await;
+}
+
+/// On SQLite a policy evaluation reads and works out everything before it asks for the write
+/// lock, and asks only when it has something to write (a check-in waits behind every writer
+/// queued before it). With another connection holding the lock, a run that finds the
+/// proposals current finishes; a run with something to write waits for the lock and writes
+/// once it is free. Postgres has no database-wide write lock: there the run's outcome is
+/// checked, with no lock held.
+#[tokio::test]
+async fn an_evaluation_asks_for_the_write_lock_only_when_it_writes() {
+    let app = TestApp::new().await;
+    let fleet = Fleet::new(&app).await;
+    fleet
+        .host(
+            "web-1",
+            json!([update(
+                "openssl",
+                "3.0.13-1",
+                "3.0.13-4",
+                usn("USN-7001-1", "high", "CVE-2026-1000")
+            )]),
+            json!({}),
+        )
+        .await;
+    let policy = fleet.policy(policy_body(1)).await;
+    let policy_id = platform::ids::PolicyId::parse(&text(&policy["id"]))
+        .map(platform::ids::PolicyId::uuid)
+        .expect("pol id");
+    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+    let before = fleet.detail(&id).await;
+    assert_eq!(before["known_exploited"], false);
+
+    let lock = match &app.state.db.pool {
+        platform::db::Pool::Sqlite(pool) => {
+            let mut holder = pool.acquire().await.expect("a connection");
+            sqlx::raw_sql("BEGIN IMMEDIATE")
+                .execute(&mut *holder)
+                .await
+                .expect("take the write lock");
+            Some(holder)
+        }
+        platform::db::Pool::Postgres(_) => None,
+    };
+    let evaluate =
+        || domain::policy::evaluate_policy(&app.state.db, &app.reports, policy_id, app.clock_now());
+    let ran = tokio::time::timeout(std::time::Duration::from_secs(5), evaluate())
+        .await
+        .expect("nothing to write: no wait for the lock")
+        .expect("evaluate");
+    assert_eq!(ran, domain::policy::Evaluated::Done);
+
+    // The CVE becomes known-exploited: the proposal has something to write.
+    let Some(mut holder) = lock else {
+        mark_exploited(&app).await;
+        evaluate().await.expect("evaluate");
+        assert_eq!(fleet.detail(&id).await["known_exploited"], true);
+        app.stop().await;
+        return;
+    };
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut *holder)
+        .await
+        .expect("free the lock");
+    mark_exploited(&app).await;
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut *holder)
+        .await
+        .expect("take the write lock again");
+    let mut run = Box::pin(evaluate());
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_secs(2), &mut run)
+            .await
+            .is_err(),
+        "a run with something to write waits for the lock"
+    );
+    let waiting = fleet.detail(&id).await;
+    assert_eq!(
+        (&waiting["known_exploited"], &waiting["updated_at"]),
+        (&before["known_exploited"], &before["updated_at"]),
+        "nothing written while the lock is held"
+    );
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut *holder)
+        .await
+        .expect("free the lock");
+    drop(holder);
+    assert_eq!(
+        run.await.expect("evaluate"),
+        domain::policy::Evaluated::Done
+    );
+    assert_eq!(fleet.detail(&id).await["known_exploited"], true);
+    app.stop().await;
+}
+
+/// CVE-2026-1000 goes on the known-exploited catalogue.
+async fn mark_exploited(app: &TestApp) {
+    known_exploited::ActiveModel {
+        cve: Set("CVE-2026-1000".into()),
+        added_at: Set(app.clock_now()),
+    }
+    .insert(&app.state.db.orm)
+    .await
+    .expect("kev");
 }
