@@ -84,7 +84,7 @@ pub async fn evaluate_policy(
         }
         match read_ahead(db, policy_id, reports).await? {
             Ahead::NothingToWrite => return Ok(Evaluated::Done),
-            Ahead::Writes(snapshot) => ahead = Some(snapshot),
+            Ahead::Writes(snapshot) => ahead = Some(*snapshot),
             Ahead::InTheTurn => {}
         }
     }
@@ -167,7 +167,7 @@ async fn undecided<C: ConnectionTrait>(
 enum Ahead {
     /// The proposals already are what the hosts need (or the policy is gone).
     NothingToWrite,
-    Writes(Snapshot),
+    Writes(Box<Snapshot>),
     /// The policy cannot be read as rules: the turn deals with it.
     InTheTurn,
 }
@@ -189,7 +189,7 @@ async fn read_ahead(db: &Database, policy_id: Uuid, reports: &Reports) -> Result
     if snapshot.reconciliation.is_empty() && announce.is_none() {
         return Ok(Ahead::NothingToWrite);
     }
-    Ok(Ahead::Writes(snapshot))
+    Ok(Ahead::Writes(Box::new(snapshot)))
 }
 
 /// An evaluation worked out on what one transaction reads: what it was computed from (the

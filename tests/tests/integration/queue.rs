@@ -313,10 +313,13 @@ async fn acknowledgement_plan_after_growth(pool: &sqlx::PgPool) -> String {
 /// A worker acknowledges a few jobs at a time, however many it has finished (they are kept a
 /// week). On SQLite apalis' `LIdx (lock_by)` is gone (the unit test in `platform::jobs` reads
 /// SQLite's plan). On Postgres neither index on `(lock_by)` nor the primary key's copy is left,
-/// and a connection that keeps Postgres's default planning, having acknowledged on an empty
-/// table, goes on reading the whole table once it holds 100,000 finished jobs, while the
-/// worker's connections (each statement planned for the table as it is) find the batch by
-/// primary key.
+/// and the worker's connections (each statement planned for the table as it is), having
+/// acknowledged on an empty table, find the batch by primary key once it holds 100,000
+/// finished jobs. With Postgres's default planning the plan kept from the empty table reads
+/// the whole table (BENCHMARKS.md, "Changed check-ins at 200/s"), but only until something
+/// invalidates it: an `ANALYZE` does (tried by hand), and under CI's parallel tests something
+/// did twice, once with autovacuum off for the table (a reset of the backend's caches is the
+/// likely cause, not shown). So that side is not asserted.
 #[tokio::test]
 async fn the_acknowledgement_finds_its_jobs_by_id_however_many_the_worker_finished() {
     let database = TestDatabase::create().await;
@@ -359,20 +362,6 @@ async fn the_acknowledgement_finds_its_jobs_by_id_however_many_the_worker_finish
     .execute(&pool)
     .await
     .expect("a worker");
-    // Autovacuum's ANALYZE of the grown table would invalidate the kept plan whenever it happens
-    // to run between the growth and the `EXPLAIN` (as it did once in CI): the test database's
-    // table is left to the statements below.
-    sqlx::raw_sql("ALTER TABLE apalis.jobs SET (autovacuum_enabled = false)")
-        .execute(&pool)
-        .await
-        .expect("autovacuum off for the test's table");
-
-    let cached = acknowledgement_plan_after_growth(&pool).await;
-    assert!(
-        cached.contains("Seq Scan on jobs"),
-        "the plan kept from the empty table reads it all: {cached}"
-    );
-
     let worker = Database::connect_queue_worker(database.url(), 2)
         .await
         .expect("connect as the worker");
