@@ -239,6 +239,13 @@ fn changes_of(proposal: &Value) -> Vec<(String, String, String, i64)> {
         .unwrap_or_default()
 }
 
+/// The id of a policy as the api answered it, as the database keeps it.
+fn policy_uuid(policy: &Value) -> uuid::Uuid {
+    platform::ids::PolicyId::parse(&text(&policy["id"]))
+        .map(platform::ids::PolicyId::uuid)
+        .expect("pol id")
+}
+
 fn text(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
@@ -361,9 +368,7 @@ async fn a_fleet_on_two_starting_versions_gives_two_changes_with_exact_counts() 
     );
 
     // Re-evaluating the same inventory changes nothing.
-    let policy_id = platform::ids::PolicyId::parse(&text(&policy["id"]))
-        .map(platform::ids::PolicyId::uuid)
-        .expect("pol id");
+    let policy_id = policy_uuid(&policy);
     app.clock.advance(chrono::Duration::minutes(5));
     let reports = &app.reports;
     domain::policy::evaluate_policy(&app.state.db, reports, policy_id, app.clock_now())
@@ -1220,9 +1225,7 @@ async fn an_evaluation_that_remembers_hosts_updates_agrees_with_one_that_reads_t
         .host("cache-1", json!([curl("8.5.0-2")]), json!({}))
         .await;
     let policy = fleet.policy(policy_body(1)).await;
-    let policy_id = platform::ids::PolicyId::parse(&text(&policy["id"]))
-        .map(platform::ids::PolicyId::uuid)
-        .expect("pol id");
+    let policy_id = policy_uuid(&policy);
     let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
     assert_eq!(app.reports.hosts(), 3, "the worker keeps what it read");
 
@@ -1282,9 +1285,7 @@ async fn an_evaluation_asks_for_the_write_lock_only_when_it_writes() {
         )
         .await;
     let policy = fleet.policy(policy_body(1)).await;
-    let policy_id = platform::ids::PolicyId::parse(&text(&policy["id"]))
-        .map(platform::ids::PolicyId::uuid)
-        .expect("pol id");
+    let policy_id = policy_uuid(&policy);
     let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
     let before = fleet.detail(&id).await;
     assert_eq!(before["known_exploited"], false);
