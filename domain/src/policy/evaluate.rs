@@ -210,7 +210,7 @@ impl Snapshot {
         reports: &Reports,
     ) -> Result<Snapshot, DbErr> {
         let going = needs::going(db, policy.id).await?;
-        let desired = needs::desired_in(db, &policy, &going, reports).await?;
+        let desired = needs::desired(db, &policy, &going, reports).await?;
         let kev = needs::known_exploited_cves(db, &desired).await?;
         let reconciliation = Reconciliation::plan(db, undecided.clone(), desired, &kev).await?;
         Ok(Snapshot {

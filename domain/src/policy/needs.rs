@@ -14,8 +14,7 @@ use entities::{
 };
 use platform::ids::PolicyId;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -205,23 +204,11 @@ async fn group<C: ConnectionTrait>(
     .map_err(|err| DbErr::Custom(format!("grouping the policy's changes stopped: {err}")))?
 }
 
-/// What the policy's hosts need: their available updates that the policy covers, less what a
-/// proposal already going ahead carries for them. Only the hosts whose updates moved since
-/// `reports` kept them are read. A reported update or release offer that cannot be read is
-/// an error (`DbErr::Json`): the policy is not evaluated until the host reports again.
-pub async fn desired(
-    txn: &DatabaseTransaction,
-    policy: &policies::Model,
-    reports: &Reports,
-) -> Result<Desired, DbErr> {
-    let going = going(txn, policy.id).await?;
-    let basis = basis(txn, policy, &going).await?;
-    group(txn, policy, basis, reports).await
-}
-
-/// What the policy's hosts need as read in one snapshot of the database (`db` a read
-/// transaction), with `going` ([`going`]) as the snapshot has them.
-pub async fn desired_in<C: ConnectionTrait>(
+/// What the policy's hosts need: their available updates that the policy covers, less what
+/// `going` ([`going`], read on the same `db`) carry for them. Only the hosts whose updates
+/// moved since `reports` kept them are read. A reported update or release offer that cannot be
+/// read is an error (`DbErr::Json`): the policy is not evaluated until the host reports again.
+pub async fn desired<C: ConnectionTrait>(
     db: &C,
     policy: &policies::Model,
     going: &[proposals::Model],
