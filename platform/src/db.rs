@@ -7,7 +7,7 @@
 //! lock held on a dedicated connection, so several binaries starting at once take turns: the
 //! first applies the migrations, the others find nothing pending.
 
-use std::{path::Path, str::FromStr, time::Duration};
+use std::{path::Path, str::FromStr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use sea_orm::{ConnectionTrait, DatabaseConnection, SqlxPostgresConnector, SqlxSqliteConnector};
@@ -17,6 +17,7 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::{
     config::{Config, DatabaseKind},
@@ -54,9 +55,14 @@ enum Planning {
 pub struct Database {
     pub orm: DatabaseConnection,
     pub pool: Pool,
+    /// The job queue's pool ([`Database::queue_pool`]).
+    queue: Pool,
     /// Where writes go ([`Database::writer`]): on SQLite a pool of one connection, on Postgres
     /// the pool itself.
     writer: DatabaseConnection,
+    /// On SQLite, stops the WAL checkpoints ([`checkpoint_in_the_background`]) when the last
+    /// clone is dropped.
+    _checkpoints: Option<Arc<DropGuard>>,
     /// When what authentication reads last changed (see [`crate::identity_changes`]). On
     /// Postgres it knows nothing until [`IdentityChanges::watch_postgres`] runs (the api starts it).
     pub identity: IdentityChanges,
@@ -112,8 +118,11 @@ impl Database {
                 .connect_with(options)
                 .await
                 .context("opening the SQLite database for writing")?;
+            let checkpoints = checkpoint_in_the_background(pool.clone());
             Ok(Database {
+                _checkpoints: Some(Arc::new(checkpoints)),
                 orm: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool.clone()),
+                queue: Pool::Sqlite(writer.clone()),
                 writer: SqlxSqliteConnector::from_sqlx_sqlite_pool(writer),
                 identity: IdentityChanges::stored(pool.clone()),
                 pool: Pool::Sqlite(pool),
@@ -131,8 +140,10 @@ impl Database {
                 .context("connecting to Postgres")?;
             let orm = SqlxPostgresConnector::from_sqlx_postgres_pool(pool.clone());
             Ok(Database {
+                _checkpoints: None,
                 writer: orm.clone(),
                 orm,
+                queue: Pool::Postgres(pool.clone()),
                 pool: Pool::Postgres(pool),
                 identity: IdentityChanges::notified(),
             })
@@ -202,6 +213,20 @@ impl Database {
         &self.writer
     }
 
+    /// The pool of the job queue's statements (apalis' fetches, acknowledgements, heartbeats
+    /// and pushes). On SQLite it is the writing connection's ([`Database::writer`]): nearly
+    /// every statement of the queue writes (a fetch is an `UPDATE … RETURNING`, even when it
+    /// finds nothing), and on connections of their own the queues' workers met the process's
+    /// writers in SQLite's busy handler, which keeps no queue: beside 10,000 host evaluations
+    /// a check-in-like write waited there up to 2.6 s, and fetches up to 7 s, while the lock
+    /// went from one to another (BENCHMARKS.md, "The job queue on the writing connection").
+    /// On the writing connection they take their turn with the other writes, first come, first
+    /// served. As for the writer: never push a job while a transaction of
+    /// [`Database::begin_write`] is open in the same task. On Postgres it is the pool.
+    pub fn queue_pool(&self) -> &Pool {
+        &self.queue
+    }
+
     /// Begins a transaction that will write. On SQLite it runs on the process's one writing
     /// connection ([`Database::writer`]), so the process's write transactions take turns in
     /// the order they asked, and takes the write lock at once (`BEGIN IMMEDIATE`), so that it
@@ -247,11 +272,49 @@ fn sqlite_options(url: &str) -> anyhow::Result<SqliteConnectOptions> {
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
         .busy_timeout(Duration::from_secs(10))
+        // Checkpoints run beside the writers instead ([`checkpoint_in_the_background`]).
+        .pragma("wal_autocheckpoint", "0")
         // Prepared statements kept per connection. A multi-row insert of a few hundred
         // packages is one statement of thousands of parameters, and each chunk size is a
         // statement of its own: at sqlx's default of 100 per connection they held most of the
         // embedded default's memory (BENCHMARKS.md, "Memory of the embedded default").
         .statement_cache_capacity(SQLITE_STATEMENTS))
+}
+
+/// How often a SQLite database's WAL is copied into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Copies what SQLite's WAL holds into the database file every [`CHECKPOINT_EVERY`], on a
+/// connection of the pool, until the returned guard is dropped. SQLite's own checkpoint (off
+/// on this process's connections) runs inside the commit that takes the WAL past 1,000 pages,
+/// and while a long read keeps the WAL from being emptied, inside every commit after it: the
+/// commit waited for it (655 ms of a policy's turn in one run), and so did every write queued
+/// behind it on the writing connection. A passive checkpoint waits for no reader or writer,
+/// and none waits for it.
+fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(CHECKPOINT_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stopped.cancelled() => break,
+                _ = every.tick() => {}
+            }
+            if pool.is_closed() {
+                break;
+            }
+            if let Err(err) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(&pool)
+                .await
+                && !pool.is_closed()
+            {
+                tracing::warn!(error = %err, "checkpointing SQLite's WAL");
+            }
+        }
+    });
+    stop.drop_guard()
 }
 
 /// Prepared statements kept per SQLite connection: the hot paths' statements, not every
@@ -342,6 +405,110 @@ mod tests {
             .map(|row| row.try_get::<String>("", "who").expect("who"))
             .collect();
         assert_eq!(turns, ["early", "late"]);
+        db.close().await;
+    }
+
+    /// The job queue's statements take their turn with the process's writes: a push asked
+    /// while a write transaction is open goes before a write asked after it. On a connection
+    /// of its own the push waited in SQLite's busy handler, and the later write went first.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_the_job_queue_takes_its_turn_with_the_writes() {
+        let (_cleanup, db) = temp_database(
+            "CREATE TABLE turns (n INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT NOT NULL)",
+        )
+        .await;
+        let Pool::Sqlite(pool) = &db.pool else {
+            unreachable!("a SQLite database")
+        };
+        crate::jobs::setup_sqlite(pool)
+            .await
+            .expect("the queue's tables");
+
+        let holding = db.begin_write().await.expect("the first writer");
+        let push = tokio::spawn({
+            let db = db.clone();
+            async move {
+                let email =
+                    crate::jobs::SendEmail::new("a@example.com", "s", "t".into(), "h".into());
+                crate::jobs::Queue::new(&db).push(email).await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        // Writes how many jobs are queued when its turn comes.
+        let late = tokio::spawn({
+            let db = db.clone();
+            async move {
+                let txn = db.begin_write().await?;
+                txn.execute_unprepared(
+                    "INSERT INTO turns (who) SELECT 'late after ' || count(*) FROM Jobs",
+                )
+                .await?;
+                txn.commit().await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !push.is_finished(),
+            "the push waits for the open transaction"
+        );
+        holding.commit().await.expect("the first writer commits");
+        push.await.expect("joined").expect("the push");
+        late.await.expect("joined").expect("the late writer");
+
+        let turns: Vec<String> = db
+            .orm
+            .query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DatabaseBackend::Sqlite,
+                "SELECT who FROM turns",
+            ))
+            .await
+            .expect("turns")
+            .iter()
+            .map(|row| row.try_get::<String>("", "who").expect("who"))
+            .collect();
+        assert_eq!(turns, ["late after 1"]);
+        db.close().await;
+    }
+
+    /// SQLite's WAL is copied into the database file by a checkpoint beside the writers, not
+    /// inside a writer's commit: the connections do not checkpoint on their own, and what a
+    /// commit left in the WAL reaches the database file within a few seconds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_checkpoints_run_beside_the_writers() {
+        let (cleanup, db) = temp_database("CREATE TABLE t (b BLOB NOT NULL)").await;
+        let automatic: i64 = db
+            .writer()
+            .query_one_raw(sea_orm::Statement::from_string(
+                sea_orm::DatabaseBackend::Sqlite,
+                "PRAGMA wal_autocheckpoint",
+            ))
+            .await
+            .expect("pragma")
+            .expect("a row")
+            .try_get_by_index(0)
+            .expect("pages");
+        assert_eq!(
+            automatic, 0,
+            "the writing connection checkpoints in its commits"
+        );
+
+        let file = cleanup.0.join("test.db");
+        let before = std::fs::metadata(&file).expect("the database file").len();
+        let txn = db.begin_write().await.expect("a writer");
+        for _ in 0..16 {
+            txn.execute_unprepared("INSERT INTO t (b) VALUES (randomblob(512 * 1024))")
+                .await
+                .expect("insert");
+        }
+        txn.commit().await.expect("commit");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::fs::metadata(&file).expect("the database file").len() < before + 8_000_000 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "8 MiB committed did not reach the database file in 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         db.close().await;
     }
 

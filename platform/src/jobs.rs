@@ -4,7 +4,11 @@
 //! it whatever the Rust path of the type. Payloads only ever gain optional fields: a row that a
 //! worker cannot decode stops that worker (apalis 1.0), so old rows must stay readable.
 
-use std::time::Duration;
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock, Mutex, PoisonError},
+    time::Duration,
+};
 
 use anyhow::Context;
 use apalis::prelude::{TaskBuilder, TaskSink};
@@ -12,6 +16,7 @@ use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use sqlx::{PgPool, SqlitePool};
+use tokio::sync::Notify;
 
 use crate::db::{Database, Pool};
 
@@ -164,7 +169,25 @@ pub(crate) async fn setup_sqlite(pool: &SqlitePool) -> anyhow::Result<()> {
 const SQLITE_LOCK_INDEX: &str = "DROP INDEX IF EXISTS LIdx; \
      CREATE INDEX IF NOT EXISTS jobs_status_lock_by ON Jobs (status, lock_by);";
 
-/// Where jobs are pushed: the apalis storage in the service's database.
+/// One [`Notify`] per queue, notified when this process pushes a job to it ([`pushed_to`]).
+static PUSHED: LazyLock<Mutex<HashMap<&'static str, Arc<Notify>>>> =
+    LazyLock::new(Default::default);
+
+/// What this process's workers of `queue` wait on between polls: notified whenever this
+/// process pushes a job to `queue` (kept until a worker polls, `notify_one`), so that a
+/// worker starts on it at once without polling often. A job pushed by another process, or to
+/// run later, is found at the worker's next poll.
+pub fn pushed_to(queue: &'static str) -> Arc<Notify> {
+    PUSHED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(queue)
+        .or_default()
+        .clone()
+}
+
+/// Where jobs are pushed: the apalis storage in the service's database, through
+/// [`Database::queue_pool`].
 #[derive(Clone, Debug)]
 pub struct Queue {
     pool: Pool,
@@ -180,7 +203,7 @@ pub enum Pushed {
 impl Queue {
     pub fn new(db: &Database) -> Queue {
         Queue {
-            pool: db.pool.clone(),
+            pool: db.queue_pool().clone(),
         }
     }
 
@@ -227,7 +250,7 @@ impl Queue {
                 })
                 .collect::<Vec<_>>()
         };
-        match &self.pool {
+        let queued = match &self.pool {
             Pool::Postgres(pool) => {
                 let mut storage =
                     PostgresStorage::<J>::new(pool).with_config(postgres_config(J::QUEUE));
@@ -252,7 +275,11 @@ impl Queue {
                     .await
                     .map_err(|err| anyhow::anyhow!("queueing {} jobs: {err}", J::QUEUE))
             }
+        };
+        if queued.is_ok() {
+            pushed_to(J::QUEUE).notify_one();
         }
+        queued
     }
 
     async fn push_task<J: Job>(
@@ -269,7 +296,7 @@ impl Queue {
             builder = builder.run_after(delay);
         }
         let task = builder.build();
-        match &self.pool {
+        let queued = match &self.pool {
             Pool::Postgres(pool) => {
                 let mut storage =
                     PostgresStorage::<J>::new(pool).with_config(postgres_config(J::QUEUE));
@@ -292,7 +319,12 @@ impl Queue {
                     .map_err(|err| anyhow::anyhow!("queueing a {} job: {err}", J::QUEUE))?;
                 Ok(Pushed::Queued)
             }
+        };
+        // A job to run later is found by a poll once it is due.
+        if matches!(queued, Ok(Pushed::Queued)) && delay.is_none() {
+            pushed_to(J::QUEUE).notify_one();
         }
+        queued
     }
 }
 

@@ -6,6 +6,7 @@ pub mod emails;
 pub mod failed;
 pub mod jobs;
 pub mod mailer;
+pub mod poll;
 
 use std::{sync::Arc, time::Duration};
 
@@ -26,7 +27,7 @@ use platform::{
         BillingReport, DeliverNotification, EvaluateGroup, EvaluateHost, EvaluatePolicy,
         FetchChangelog, FleetUpkeep, Housekeeping, Job, NotifyDispatch, ProposalTimers,
         ReadAgentManifest, RefreshKev, RollupUsage, SendDigest, SendEmail, SendLink,
-        postgres_config, sqlite_config,
+        postgres_config, pushed_to, sqlite_config,
     },
     outbound::Outbound,
 };
@@ -91,6 +92,13 @@ fn backoff() -> ExponentialBackoff {
     }
 }
 
+/// How often a queue is polled on SQLite. Nearly every statement of the queue writes (a fetch
+/// is an `UPDATE … RETURNING` even when it finds nothing), and SQLite has one writer at a time:
+/// 16 queues polled every 200 ms were 80 write turns a second beside the service's own. A job
+/// this process pushes wakes its queue's worker at once ([`pushed_to`]); a job to run later, or
+/// pushed by another process, waits for the next poll.
+const SQLITE_POLL: Duration = Duration::from_secs(1);
+
 /// Registers one worker for job type `$job` with handler `$handler` on the monitor. With
 /// `polled`, the queue is only polled on Postgres (every 500 ms) instead of holding a
 /// LISTEN/NOTIFY connection of its own: for daily work where a few hundred milliseconds do
@@ -103,7 +111,7 @@ macro_rules! register {
             Pool::Postgres(pool) => $monitor.register(move |restarts| {
                 let backend = PostgresStorage::<$job>::new(&pool)
                     .with_config(postgres_config(<$job as Job>::QUEUE))
-                    .poll_with_interval(Duration::from_millis(500));
+                    .poll_with_strategy(poll::Every::new(Duration::from_millis(500)));
                 WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
                     .backend(backend)
                     .data(deps.clone())
@@ -122,7 +130,7 @@ macro_rules! register {
                 let backend = PostgresStorage::<$job>::new(&pool)
                     .with_config(postgres_config(<$job as Job>::QUEUE))
                     .with_pubsub()
-                    .poll_with_interval(Duration::from_secs(1));
+                    .poll_with_strategy(poll::Every::new(Duration::from_secs(1)));
                 WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
                     .backend(backend)
                     .data(deps.clone())
@@ -133,7 +141,10 @@ macro_rules! register {
             Pool::Sqlite(pool) => $monitor.register(move |restarts| {
                 let backend = SqliteStorage::<$job>::new(&pool)
                     .with_config(sqlite_config(<$job as Job>::QUEUE))
-                    .poll_with_interval(Duration::from_millis(200));
+                    .poll_with_strategy(
+                        poll::Every::new(SQLITE_POLL)
+                            .or_when_notified(pushed_to(<$job as Job>::QUEUE)),
+                    );
                 WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
                     .backend(backend)
                     .data(deps.clone())
@@ -160,7 +171,7 @@ pub async fn run(
     options: WorkerOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let pool = deps.db.pool.clone();
+    let pool = deps.db.queue_pool().clone();
     let mut monitor = Monitor::new();
     monitor = register!(
         monitor,

@@ -82,7 +82,7 @@ pub async fn evaluate_policy(
                 .exec(db.writer())
                 .await?;
         }
-        match read_ahead(db, policy_id, reports).await? {
+        match read_ahead_off_the_runtime(db, policy_id, reports).await? {
             Ahead::NothingToWrite => return Ok(Evaluated::Done),
             Ahead::Writes(snapshot) => ahead = Some(*snapshot),
             Ahead::InTheTurn => {}
@@ -170,6 +170,28 @@ enum Ahead {
     Writes(Box<Snapshot>),
     /// The policy cannot be read as rules: the turn deals with it.
     InTheTurn,
+}
+
+/// [`read_ahead`] on a thread of the blocking pool. It decodes up to a whole fleet's reported
+/// updates (chunks of 125,000 rows), hundreds of milliseconds of CPU a chunk: on a thread of the
+/// async runtime that held back the tasks woken there meanwhile, among them one whose turn on
+/// SQLite's writing connection had just come, so the writer stood idle while everyone queued
+/// behind it (a host evaluation's turn of three small reads held it up to 1.2 s,
+/// BENCHMARKS.md "The job queue on the writing connection").
+async fn read_ahead_off_the_runtime(
+    db: &Database,
+    policy_id: Uuid,
+    reports: &Reports,
+) -> Result<Ahead, DbErr> {
+    let (db, reports) = (db.clone(), reports.clone());
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || runtime.block_on(read_ahead(&db, policy_id, &reports)))
+        .await
+        .map_err(|err| {
+            DbErr::Custom(format!(
+                "reading the policy ahead of its turn stopped: {err}"
+            ))
+        })?
 }
 
 /// Reads and works out the evaluation in one read transaction (a snapshot), before taking a

@@ -1176,7 +1176,9 @@ async fn end_to_end(
             })
             .collect();
         let tasks = futures::stream::iter(tasks);
-        match &db.pool {
+        // Through the worker's handle: in the embedded default the api's pushes and the
+        // worker's writes share one writing connection (on SQLite), and so do these.
+        match worker_db.queue_pool() {
             Pool::Postgres(pool) => PostgresStorage::<EvaluateHost>::new(pool)
                 .with_config(postgres_config(EvaluateHost::QUEUE))
                 .push_all(tasks)

@@ -927,7 +927,7 @@ async fn run_worker(
                         .lock_tasks(setting.lock_tasks),
                 )
                 .with_pubsub()
-                .poll_with_interval(Duration::from_secs(1));
+                .poll_with_strategy(worker::poll::Every::new(Duration::from_secs(1)));
             WorkerBuilder::new(worker_name(restarts))
                 .backend(backend)
                 .data(probe.clone())
@@ -942,7 +942,7 @@ async fn run_worker(
                         .batch_size(setting.batch)
                         .lock_tasks(setting.lock_tasks),
                 )
-                .poll_with_interval(Duration::from_millis(200));
+                .poll_with_strategy(worker::poll::Every::new(Duration::from_millis(200)));
             WorkerBuilder::new(worker_name(restarts))
                 .backend(backend)
                 .data(probe.clone())
@@ -978,7 +978,7 @@ impl RunningWorker {
     fn start(db: &Database, setting: Setting, probe: Probe) -> RunningWorker {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run_worker(
-            db.pool.clone(),
+            db.queue_pool().clone(),
             setting,
             probe,
             shutdown.clone(),

@@ -24,7 +24,7 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
     let finished_before = now - KEEP_FINISHED;
     let seen_before = now - FORGET_WORKERS;
     let idle_before_ms = (now - FORGET_IDLE_BUCKETS).timestamp_millis();
-    let (jobs, workers, buckets) = match &deps.db.pool {
+    let (jobs, workers, buckets) = match deps.db.queue_pool() {
         Pool::Postgres(pool) => {
             let jobs = sqlx::query(
                 "DELETE FROM apalis.jobs WHERE (status IN ('Done', 'Killed') \
