@@ -358,6 +358,20 @@ mod tests {
         (cleanup, db)
     }
 
+    /// Who wrote to `turns`, in the order they wrote.
+    async fn turns(db: &Database) -> Vec<String> {
+        db.orm
+            .query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DatabaseBackend::Sqlite,
+                "SELECT who FROM turns ORDER BY n",
+            ))
+            .await
+            .expect("turns")
+            .iter()
+            .map(|row| row.try_get::<String>("", "who").expect("who"))
+            .collect()
+    }
+
     async fn record(db: &Database, who: &str) -> Result<(), sea_orm::DbErr> {
         let txn = db.begin_write().await?;
         txn.execute_unprepared(&format!("INSERT INTO turns (who) VALUES ('{who}')"))
@@ -393,18 +407,7 @@ mod tests {
         early.await.expect("joined").expect("the early writer");
         late.await.expect("joined").expect("the late writer");
 
-        let turns: Vec<String> = db
-            .orm
-            .query_all_raw(sea_orm::Statement::from_string(
-                sea_orm::DatabaseBackend::Sqlite,
-                "SELECT who FROM turns ORDER BY n",
-            ))
-            .await
-            .expect("turns")
-            .iter()
-            .map(|row| row.try_get::<String>("", "who").expect("who"))
-            .collect();
-        assert_eq!(turns, ["early", "late"]);
+        assert_eq!(turns(&db).await, ["early", "late"]);
         db.close().await;
     }
 
@@ -455,18 +458,7 @@ mod tests {
         push.await.expect("joined").expect("the push");
         late.await.expect("joined").expect("the late writer");
 
-        let turns: Vec<String> = db
-            .orm
-            .query_all_raw(sea_orm::Statement::from_string(
-                sea_orm::DatabaseBackend::Sqlite,
-                "SELECT who FROM turns",
-            ))
-            .await
-            .expect("turns")
-            .iter()
-            .map(|row| row.try_get::<String>("", "who").expect("who"))
-            .collect();
-        assert_eq!(turns, ["late after 1"]);
+        assert_eq!(turns(&db).await, ["late after 1"]);
         db.close().await;
     }
 
