@@ -304,6 +304,10 @@ impl ConnectionApi {
             .map_err(|e| ApiError::invalid(format!("issuer: {e}")))?;
 
         let txn = state.db.begin_write().await?;
+        // Saves of one organization's connection take turns (on Postgres by the organization's
+        // row; SQLite's write transactions already do): two first saves at once would otherwise
+        // both find none stored and insert, and the second fail on the key.
+        crate::identity::members::lock_org(&state, &txn, scope).await?;
         // Checked in the transaction that sets it: deleting the last verified domain turns
         // enforcement off in its own.
         if enforced

@@ -258,6 +258,45 @@ async fn a_saved_connection_keeps_its_secret_sealed_and_answers_the_redirect_uri
     sso.app.stop().await;
 }
 
+/// First saves of the connection at once (two administrators, say): on Postgres each used to
+/// find none stored and insert, and all but one failed on the key with a 500. Saves of one
+/// organization take turns, so each is answered 200 and a later one updates what an earlier
+/// one stored.
+#[tokio::test]
+async fn first_saves_at_once_each_succeed_and_store_one_connection() {
+    let sso = Sso::start().await;
+    let saves = (0..6).map(|i| {
+        let mut body = sso.connection();
+        body["client_id"] = json!(format!("client-{i}"));
+        sso.put_sso(As::Session(&sso.owner), body)
+    });
+    let answers = futures::future::join_all(saves).await;
+    for answer in &answers {
+        assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    }
+    let rows = sso_connections::Entity::find()
+        .all(&sso.app.state.db.orm)
+        .await
+        .expect("query");
+    assert_eq!(rows.len(), 1, "one connection per organization");
+    let client_ids: Vec<String> = answers
+        .iter()
+        .map(|a| a.json()["connection"]["client_id"].to_string())
+        .collect();
+    assert!(
+        client_ids.contains(&json!(rows[0].client_id).to_string()),
+        "the stored {} is one of the saves' {client_ids:?}",
+        rows[0].client_id
+    );
+    let audited = audit_events::Entity::find()
+        .filter(audit_events::Column::Action.eq("sso.connection_saved"))
+        .count(&sso.app.state.db.orm)
+        .await
+        .expect("count");
+    assert_eq!(audited, 6, "each save is audited");
+    sso.app.stop().await;
+}
+
 #[tokio::test]
 async fn put_sso_answers_each_documented_error_and_changes_nothing() {
     let sso = Sso::start().await;
