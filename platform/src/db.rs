@@ -295,24 +295,21 @@ fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
     let stop = CancellationToken::new();
     let stopped = stop.clone();
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(CHECKPOINT_EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = stopped.cancelled() => break,
-                _ = every.tick() => {}
-            }
+        let pool = &pool;
+        crate::runtime::every(CHECKPOINT_EVERY, &stopped, move || async move {
             if pool.is_closed() {
-                break;
+                return false;
             }
             if let Err(err) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(&pool)
+                .execute(pool)
                 .await
                 && !pool.is_closed()
             {
                 tracing::warn!(error = %err, "checkpointing SQLite's WAL");
             }
-        }
+            true
+        })
+        .await;
     });
     stop.drop_guard()
 }

@@ -1,5 +1,5 @@
-//! Process plumbing every binary shares: logging, the shutdown signal, and turning a startup
-//! failure into one line on stderr instead of a panic.
+//! Process plumbing every binary shares: logging, the shutdown signal, work repeated in the
+//! background, and turning a startup failure into one line on stderr instead of a panic.
 
 use std::process::ExitCode;
 
@@ -51,6 +51,27 @@ pub fn shutdown_on_signal() -> CancellationToken {
         cancel.cancel();
     });
     token
+}
+
+/// Runs `step` every `period`, the first time at once, until `stop` is cancelled or `step`
+/// answers `false`. A step that overruns the period delays the next one rather than running
+/// several at once to catch up.
+pub async fn every<F, Fut>(period: std::time::Duration, stop: &CancellationToken, mut step: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        if !step().await {
+            return;
+        }
+    }
 }
 
 /// Validates the configuration, installs logging and runs `body`; any failure becomes one

@@ -1,6 +1,7 @@
 //! The worker: consumes every queue of the job queue with apalis, on Postgres (any number of
 //! replicas, LISTEN/NOTIFY pickup) or SQLite (polling).
 
+pub mod alive;
 pub mod cli;
 pub mod emails;
 pub mod failed;
@@ -25,7 +26,7 @@ use platform::{
     db::{Database, Pool},
     jobs::{
         BillingReport, DeliverNotification, EvaluateGroup, EvaluateHost, EvaluatePolicy,
-        FetchChangelog, FleetUpkeep, Housekeeping, Job, NotifyDispatch, ProposalTimers,
+        FetchChangelog, FleetUpkeep, HEARTBEAT, Housekeeping, Job, NotifyDispatch, ProposalTimers,
         ReadAgentManifest, RefreshKev, RollupUsage, SendDigest, SendEmail, SendLink,
         postgres_config, pushed_to, sqlite_config,
     },
@@ -33,7 +34,7 @@ use platform::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::mailer::Mailer;
+use crate::{alive::Alive, mailer::Mailer};
 
 /// What job handlers may use.
 #[derive(Clone)]
@@ -104,34 +105,36 @@ const SQLITE_POLL: Duration = Duration::from_secs(1);
 /// LISTEN/NOTIFY connection of its own: for daily work where a few hundred milliseconds do
 /// not matter, so that it costs no pooled connection (see [`QUEUES`]).
 macro_rules! register {
-    ($monitor:expr, $pool:expr, $deps:expr, $options:expr, $job:ty, $handler:path, polled) => {{
-        let deps = $deps.clone();
+    ($monitor:expr, $workers:expr, $options:expr, $job:ty, $handler:path, polled) => {{
+        let Workers { pool, deps, alive } = $workers.clone();
         let options = $options.clone();
-        match $pool.clone() {
+        match pool {
             Pool::Postgres(pool) => $monitor.register(move |restarts| {
                 let backend = PostgresStorage::<$job>::new(&pool)
                     .with_config(postgres_config(<$job as Job>::QUEUE))
                     .poll_with_strategy(poll::Every::new(Duration::from_millis(500)));
-                WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
+                let name = worker_name(&alive, &options, <$job as Job>::QUEUE, restarts);
+                WorkerBuilder::new(name)
                     .backend(backend)
                     .data(deps.clone())
                     .concurrency(options.concurrency)
                     .retry(RetryPolicy::retries(<$job as Job>::RETRIES).with_backoff(backoff()))
                     .build($handler)
             }),
-            Pool::Sqlite(_) => register!($monitor, $pool, $deps, $options, $job, $handler),
+            Pool::Sqlite(_) => register!($monitor, $workers, $options, $job, $handler),
         }
     }};
-    ($monitor:expr, $pool:expr, $deps:expr, $options:expr, $job:ty, $handler:path) => {{
-        let deps = $deps.clone();
+    ($monitor:expr, $workers:expr, $options:expr, $job:ty, $handler:path) => {{
+        let Workers { pool, deps, alive } = $workers.clone();
         let options = $options.clone();
-        match $pool.clone() {
+        match pool {
             Pool::Postgres(pool) => $monitor.register(move |restarts| {
                 let backend = PostgresStorage::<$job>::new(&pool)
                     .with_config(postgres_config(<$job as Job>::QUEUE))
                     .with_pubsub()
                     .poll_with_strategy(poll::Every::new(Duration::from_secs(1)));
-                WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
+                let name = worker_name(&alive, &options, <$job as Job>::QUEUE, restarts);
+                WorkerBuilder::new(name)
                     .backend(backend)
                     .data(deps.clone())
                     .concurrency(options.concurrency)
@@ -145,7 +148,8 @@ macro_rules! register {
                         poll::Every::new(SQLITE_POLL)
                             .or_when_notified(pushed_to(<$job as Job>::QUEUE)),
                     );
-                WorkerBuilder::new(worker_name(&options, <$job as Job>::QUEUE, restarts))
+                let name = worker_name(&alive, &options, <$job as Job>::QUEUE, restarts);
+                WorkerBuilder::new(name)
                     .backend(backend)
                     .data(deps.clone())
                     .concurrency(options.concurrency)
@@ -156,12 +160,30 @@ macro_rules! register {
     }};
 }
 
-fn worker_name(options: &WorkerOptions, queue: &str, restarts: usize) -> String {
-    if restarts == 0 {
-        format!("{}:{queue}", options.name)
-    } else {
-        format!("{}:{queue}:r{restarts}", options.name)
-    }
+/// What every queue's worker is built with.
+#[derive(Clone)]
+struct Workers {
+    pool: Pool,
+    deps: Deps,
+    /// Names the workers, and beats for them.
+    alive: Alive,
+}
+
+/// The name of `queue`'s worker after `restarts` restarts, from now on the one `alive` beats for.
+fn worker_name(
+    alive: &Alive,
+    options: &WorkerOptions,
+    queue: &'static str,
+    restarts: usize,
+) -> String {
+    alive.working(
+        queue,
+        if restarts == 0 {
+            format!("{}:{queue}", options.name)
+        } else {
+            format!("{}:{queue}:r{restarts}", options.name)
+        },
+    )
 }
 
 /// Runs every queue's worker until `shutdown` is cancelled, then lets in-flight jobs finish
@@ -172,76 +194,67 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let pool = deps.db.queue_pool().clone();
+    // Beats for every worker below until the monitor has returned, their last jobs finished.
+    let alive = Alive::default();
+    let beating = CancellationToken::new();
+    let _stop_beating = beating.clone().drop_guard();
+    tokio::spawn(alive.clone().beat(pool.clone(), HEARTBEAT, beating));
+    let workers = Workers { pool, deps, alive };
     let mut monitor = Monitor::new();
+    monitor = register!(monitor, workers, options, SendEmail, jobs::send_email::run);
+    monitor = register!(monitor, workers, options, SendLink, jobs::send_link::run);
     monitor = register!(
         monitor,
-        pool,
-        deps,
-        options,
-        SendEmail,
-        jobs::send_email::run
-    );
-    monitor = register!(monitor, pool, deps, options, SendLink, jobs::send_link::run);
-    monitor = register!(
-        monitor,
-        pool,
-        deps,
+        workers,
         options,
         Housekeeping,
         jobs::housekeeping::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         EvaluateHost,
         jobs::evaluate_host::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         EvaluateGroup,
         jobs::evaluate_group::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         EvaluatePolicy,
         jobs::evaluate_policy::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         ProposalTimers,
         jobs::proposal_timers::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         FleetUpkeep,
         jobs::fleet_upkeep::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         RollupUsage,
         jobs::rollup_usage::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         BillingReport,
         jobs::billing_report::run,
@@ -249,21 +262,19 @@ pub async fn run(
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         NotifyDispatch,
         jobs::notify_dispatch::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         DeliverNotification,
         jobs::deliver::run
     );
-    monitor = register!(monitor, pool, deps, options, SendDigest, jobs::digest::run);
+    monitor = register!(monitor, workers, options, SendDigest, jobs::digest::run);
     // At most CHANGELOG_FETCHES changelog fetches in flight per worker, whatever its
     // concurrency: the archives are shared public services.
     let fetch_options = WorkerOptions {
@@ -272,16 +283,14 @@ pub async fn run(
     };
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         fetch_options,
         FetchChangelog,
         jobs::changelog_fetch::run
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         RefreshKev,
         jobs::kev_refresh::run,
@@ -289,8 +298,7 @@ pub async fn run(
     );
     monitor = register!(
         monitor,
-        pool,
-        deps,
+        workers,
         options,
         ReadAgentManifest,
         jobs::agent_manifest::run,

@@ -137,6 +137,53 @@ async fn a_job_of_a_killed_worker_runs_again_on_another_worker() {
     db.close().await;
 }
 
+/// A worker mid-delivery for longer than the orphan limit (three missed heartbeats, about 6 s),
+/// with more fetched jobs waiting behind that one, is still alive: apalis beats no heartbeat for
+/// it then (its job stream holds fetched jobs), and another worker's heartbeat used to hand its
+/// jobs, the one running included, to that other worker, so they were delivered twice. Now its
+/// process beats for it, and each job runs once, on the worker that fetched it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_busy_past_the_orphan_limit_keeps_its_jobs() {
+    let database = TestDatabase::create().await;
+    let db = migrated(&database).await;
+    let sink = SmtpSink::start().await;
+    sink.stall_first_message_to("member-0@fleet.test");
+    let queue = Queue::new(&db);
+    // member-0's first, so that it is the first one run (SQLite's queue counts in seconds).
+    queue.push(email(0)).await.expect("queued");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for message in (1..4).map(email) {
+        queue.push(message).await.expect("queued");
+    }
+    // One job at a time: the first fetch takes all four, runs one and holds the rest.
+    let mut busy = spawn_worker(WORKER, database.url(), &sink.url(), 1);
+    sink.wait_for_stall(Duration::from_secs(60)).await;
+    assert!(
+        sink.messages().await.len() < 3,
+        "fetched jobs wait behind the stalled one"
+    );
+    let mut other = spawn_worker(WORKER, database.url(), &sink.url(), 1);
+    // Two orphan limits and more, the other worker beating all along.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    sink.release_stall();
+    sink.wait_for(4, Duration::from_secs(60)).await;
+    // Both finish what they hold and exit: a duplicate, if any, has been sent by now.
+    stop_gracefully(&mut busy).await;
+    stop_gracefully(&mut other).await;
+
+    let mut per_id: HashMap<String, usize> = HashMap::new();
+    for message in sink.messages().await {
+        let id = message.header("Message-ID").expect("Message-ID");
+        *per_id.entry(id).or_default() += 1;
+    }
+    assert_eq!(per_id.len(), 4, "four distinct messages: {per_id:?}");
+    assert!(
+        per_id.values().all(|&n| n == 1),
+        "each delivered once: {per_id:?}"
+    );
+    db.close().await;
+}
+
 /// Another connection holds the database for longer than the worker's busy timeout (SQLite:
 /// the write lock, 13 s against a 10 s timeout; Postgres: the jobs table, as long) while a job is
 /// mid-delivery: the worker's acknowledgement, heartbeat and polling wait or fail in that time.
