@@ -212,7 +212,9 @@ async fn find_session(
     if session.expires_at <= now || session.last_seen_at + SESSION_IDLE <= now {
         return Err(ApiError::Unauthenticated);
     }
-    if now - session.last_seen_at >= TOUCH_EVERY {
+    let due = now - session.last_seen_at >= TOUCH_EVERY;
+    // One request at a time writes it; the others meanwhile go on with the session as kept.
+    if due && let Some(_writing) = state.identity.touches.claim(&hash) {
         // Only `last_seen_at` is written (and it is no change to who the caller is).
         let mut touched: sessions::ActiveModel = session.clone().into();
         touched.last_seen_at = Set(now);
@@ -259,10 +261,11 @@ async fn authenticate_token(
         .role
         .parse()
         .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
-    if record
+    let due = record
         .last_used_at
-        .is_none_or(|used| now - used >= TOUCH_EVERY)
-    {
+        .is_none_or(|used| now - used >= TOUCH_EVERY);
+    // One request at a time writes it; the others meanwhile go on with the token as kept.
+    if due && let Some(_writing) = state.identity.touches.claim(&hash) {
         let mut touched: api_tokens::ActiveModel = record.clone().into();
         touched.last_used_at = Set(Some(now));
         let token = touched.update(&state.db.orm).await?;

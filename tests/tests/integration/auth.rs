@@ -320,6 +320,75 @@ async fn sign_out_ends_the_session_and_idle_sessions_expire() {
     app.stop().await;
 }
 
+/// Counts the writes of `sessions.last_seen_at` in table `touches` (a trigger, either database).
+async fn count_session_touches(app: &TestApp) {
+    use sea_orm::ConnectionTrait;
+    let db = &app.state.db.orm;
+    let statements: &[&str] = match app.state.db.kind() {
+        platform::config::DatabaseKind::Postgres => &[
+            "CREATE TABLE touches (at TIMESTAMPTZ NOT NULL DEFAULT now())",
+            "CREATE FUNCTION count_touch() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN INSERT INTO touches DEFAULT VALUES; RETURN NEW; END $$",
+            "CREATE TRIGGER count_touch AFTER UPDATE OF last_seen_at ON sessions \
+             FOR EACH ROW EXECUTE FUNCTION count_touch()",
+        ],
+        platform::config::DatabaseKind::Sqlite => &[
+            "CREATE TABLE touches (at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+            "CREATE TRIGGER count_touch AFTER UPDATE OF last_seen_at ON sessions \
+             BEGIN INSERT INTO touches (at) VALUES (CURRENT_TIMESTAMP); END",
+        ],
+    };
+    for statement in statements {
+        db.execute_unprepared(statement).await.expect("trigger");
+    }
+}
+
+async fn touches(app: &TestApp) -> i64 {
+    use sea_orm::{ConnectionTrait, Statement};
+    let db = &app.state.db.orm;
+    let row = db
+        .query_one_raw(Statement::from_string(
+            db.get_database_backend(),
+            "SELECT COUNT(*) AS n FROM touches",
+        ))
+        .await
+        .expect("count")
+        .expect("a row");
+    row.try_get::<i64>("", "n").expect("n")
+}
+
+/// A session's last use is written at most once a minute; when the minute is up, a client's
+/// requests at that moment write it once, not once each (they used to queue one update each
+/// behind the row's lock).
+#[tokio::test]
+async fn requests_at_once_write_a_sessions_last_use_once() {
+    let app = TestApp::new().await;
+    let ada = app.sign_up("ada@acme.test", "acme").await;
+    count_session_touches(&app).await;
+    let me = || app.call(As::Session(&ada), Method::GET, "/v1/me", None);
+    assert_eq!(me().await.status.as_u16(), 200);
+    assert_eq!(touches(&app).await, 0, "not within the minute");
+    let last_seen = || async {
+        entities::sessions::Entity::find()
+            .one(&app.state.db.orm)
+            .await
+            .expect("query")
+            .expect("the session")
+            .last_seen_at
+    };
+    let before = last_seen().await;
+
+    app.clock.advance(Duration::seconds(61));
+    let answers = futures::future::join_all((0..16).map(|_| me())).await;
+    assert!(answers.iter().all(|a| a.status.as_u16() == 200));
+    assert_eq!(touches(&app).await, 1, "written once for the sixteen");
+    assert!(
+        last_seen().await - before >= Duration::seconds(61),
+        "and written as now"
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn the_per_address_limit_stops_inbox_flooding() {
     let app = TestApp::new().await;
