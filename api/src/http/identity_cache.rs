@@ -167,8 +167,7 @@ pub struct IdentityCache {
 /// The credentials (hashes) whose `last_seen_at` or `last_used_at` a request of this process is
 /// writing now. When a credential's minute is up, every request it makes meanwhile finds it due;
 /// the first writes it and the rest go on without, instead of queueing one update each behind
-/// the row's lock (a client's 64 connections made the first of them wait 40 to 130 ms,
-/// BENCHMARKS.md "Issue 15's targets on one machine").
+/// the row's lock (a client with 16 requests at once wrote it 16 times).
 #[derive(Default)]
 pub struct Touches {
     writing: std::sync::Mutex<std::collections::HashSet<Vec<u8>>>,
