@@ -38,6 +38,10 @@ struct Args {
     /// Threads of the api's runtime (the rest of the machine runs wrk and the database).
     #[arg(long, default_value_t = 2)]
     server_threads: usize,
+    /// Opens every connection of the api's pool before the first round (the pool otherwise
+    /// opens them as the first authenticated requests need them).
+    #[arg(long)]
+    warm_pool: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -126,6 +130,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
         session.cookie.split(';').next().context("cookie")?
     );
 
+    if args.warm_pool {
+        use sea_orm::TransactionTrait;
+        let mut held = Vec::new();
+        // As many as the pool gives within a second each.
+        while let Ok(txn) =
+            tokio::time::timeout(std::time::Duration::from_secs(1), db.orm.begin()).await
+        {
+            held.push(txn?);
+        }
+        println!("warmed the pool: {} connections", held.len());
+        for txn in held {
+            txn.rollback().await?;
+        }
+    }
     let shutdown = CancellationToken::new();
     let bound = api::http::server::bind(config.bind).await?;
     let base = format!("http://{}", bound.local_addr);
