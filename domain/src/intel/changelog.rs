@@ -97,24 +97,58 @@ pub enum Unusable {
 /// [`MAX_BYTES`] of it, bytes that are not UTF-8 replaced. `cut` says the body is only the
 /// first part of a longer answer: its compressed stream then ends early by design, and what
 /// decompressed before that end is kept; otherwise a stream that ends early is unusable.
+/// Text that stops short of the changelog's end (a cut body, or more than [`MAX_BYTES`]
+/// decompressed) loses its last entry, which may stop mid-way, unless it is the only one.
 pub fn decode(body: &[u8], cut: bool) -> Result<String, Unusable> {
-    let bytes = if body.starts_with(&[0x1f, 0x8b]) {
+    let (bytes, short) = if body.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        let mut decoder = flate2::read::MultiGzDecoder::new(body).take(MAX_BYTES as u64);
+        let mut decoder = flate2::read::MultiGzDecoder::new(body).take(MAX_BYTES as u64 + 1);
         let mut buffer = [0u8; 64 * 1024];
+        let mut ended_early = false;
         loop {
             match decoder.read(&mut buffer) {
                 Ok(0) => break,
                 Ok(n) => out.extend_from_slice(&buffer[..n]),
-                Err(_) if cut && !out.is_empty() => break,
+                Err(_) if cut && !out.is_empty() => {
+                    ended_early = true;
+                    break;
+                }
                 Err(e) => return Err(Unusable::Gzip(e.to_string())),
             }
         }
-        out
+        let over = out.len() > MAX_BYTES;
+        out.truncate(MAX_BYTES);
+        (out, ended_early || over)
     } else {
-        body[..body.len().min(MAX_BYTES)].to_vec()
+        (
+            body[..body.len().min(MAX_BYTES)].to_vec(),
+            cut || body.len() > MAX_BYTES,
+        )
     };
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(if short {
+        without_last_entry(text)
+    } else {
+        text
+    })
+}
+
+/// `text` up to the start of its last entry (a line that begins with no blank, as an entry's
+/// first line does and nothing else in a changelog), when it has more than one.
+fn without_last_entry(mut text: String) -> String {
+    let last = text
+        .rmatch_indices('\n')
+        .map(|(i, _)| i + 1)
+        .find(|&start| {
+            text[start..]
+                .chars()
+                .next()
+                .is_some_and(|c| !c.is_whitespace())
+        });
+    if let Some(start) = last {
+        text.truncate(start);
+    }
+    text
 }
 
 static CVE: LazyLock<regex::Regex> = LazyLock::new(|| {
@@ -309,6 +343,25 @@ mod tests {
                 .expect("a cut answer")
                 .starts_with("pkg")
         );
+        // A cut answer's last entry may stop mid-way: it is left out, whole entries kept.
+        let cut_text = TEXT.repeat(3);
+        let cut_at = cut_text.len() - 10;
+        let last_start = TEXT.rfind("\npkg (").expect("three entries") + 1;
+        let whole_entries = TEXT.repeat(2) + &TEXT[..last_start];
+        let decoded = decode(&cut_text.as_bytes()[..cut_at], true).expect("a cut answer");
+        assert_eq!(decoded, whole_entries, "the partial ninth entry is dropped");
+        let mut gz = Vec::new();
+        {
+            use std::io::Write;
+            let mut enc = flate2::write::GzEncoder::new(&mut gz, flate2::Compression::default());
+            enc.write_all(cut_text.as_bytes()).expect("write");
+            enc.finish().expect("finish");
+        }
+        // Cut in its trailer: everything decompressed, but whether more followed is unknown.
+        let decoded = decode(&gz[..gz.len() - 8], true).expect("a cut gzip answer");
+        assert_eq!(decoded, whole_entries, "the last entry is dropped");
+        // A whole answer keeps every entry.
+        assert_eq!(decode(cut_text.as_bytes(), false).expect("whole"), cut_text);
         let lossy =
             decode(b"pkg (1.0) unstable; urgency=low\n\n  * caf\xe9\n", false).expect("text");
         assert!(lossy.contains('\u{fffd}'));

@@ -2,8 +2,9 @@
 //!
 //! The distribution's URL template is tried with each component in order; the first answer
 //! that is not a 404 decides. A 200 is read up to 4 MiB (a larger changelog is cut there: the
-//! newest entries come first), gunzipped when compressed, parsed, and its newest entries up to
-//! the target version kept (`available`); a 404 from every component, any other refusal, or a
+//! newest entries come first, and the last entry read, which may stop mid-way, is left out),
+//! gunzipped when compressed, parsed, and its newest entries up to the target version kept
+//! (`available`); a 404 from every component, any other refusal, or a
 //! body with no usable entry is `unavailable`. A 5xx, a timeout or a failed connection is
 //! retried with backoff (1 minute doubling, at most 30) for six hours from the first attempt,
 //! then `unavailable`. Every outcome the archive causes is the job's success: only the database
