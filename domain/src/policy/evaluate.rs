@@ -59,7 +59,28 @@ pub enum Evaluated {
 ///
 /// A policy whose scope or window cannot be read covers no host: its undecided proposals
 /// close and none opens, and the evaluation logs an error naming the policy.
+///
+/// It runs on a thread of the blocking pool, whatever the database: it decodes up to a whole
+/// fleet's reported updates (chunks of 125,000 rows), hundreds of milliseconds of CPU a chunk,
+/// and on a thread of the async runtime that held back the tasks woken there meanwhile. On
+/// SQLite one of them was a task whose turn on the writing connection had just come, so the
+/// writer stood idle while everyone queued behind it (a host evaluation's turn of three small
+/// reads held it up to 1.2 s, BENCHMARKS.md "The job queue on the writing connection"). Once
+/// started it runs to its end even if the caller stops waiting.
 pub async fn evaluate_policy(
+    db: &Database,
+    reports: &Reports,
+    policy_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Evaluated, DbErr> {
+    let (db, reports) = (db.clone(), reports.clone());
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || runtime.block_on(evaluate(&db, &reports, policy_id, now)))
+        .await
+        .map_err(|err| DbErr::Custom(format!("the policy's evaluation stopped: {err}")))?
+}
+
+async fn evaluate(
     db: &Database,
     reports: &Reports,
     policy_id: Uuid,
@@ -82,7 +103,7 @@ pub async fn evaluate_policy(
                 .exec(db.writer())
                 .await?;
         }
-        match read_ahead_off_the_runtime(db, policy_id, reports).await? {
+        match read_ahead(db, policy_id, reports).await? {
             Ahead::NothingToWrite => return Ok(Evaluated::Done),
             Ahead::Writes(snapshot) => ahead = Some(*snapshot),
             Ahead::InTheTurn => {}
@@ -170,28 +191,6 @@ enum Ahead {
     Writes(Box<Snapshot>),
     /// The policy cannot be read as rules: the turn deals with it.
     InTheTurn,
-}
-
-/// [`read_ahead`] on a thread of the blocking pool. It decodes up to a whole fleet's reported
-/// updates (chunks of 125,000 rows), hundreds of milliseconds of CPU a chunk: on a thread of the
-/// async runtime that held back the tasks woken there meanwhile, among them one whose turn on
-/// SQLite's writing connection had just come, so the writer stood idle while everyone queued
-/// behind it (a host evaluation's turn of three small reads held it up to 1.2 s,
-/// BENCHMARKS.md "The job queue on the writing connection").
-async fn read_ahead_off_the_runtime(
-    db: &Database,
-    policy_id: Uuid,
-    reports: &Reports,
-) -> Result<Ahead, DbErr> {
-    let (db, reports) = (db.clone(), reports.clone());
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || runtime.block_on(read_ahead(&db, policy_id, &reports)))
-        .await
-        .map_err(|err| {
-            DbErr::Custom(format!(
-                "reading the policy ahead of its turn stopped: {err}"
-            ))
-        })?
 }
 
 /// Reads and works out the evaluation in one read transaction (a snapshot), before taking a

@@ -175,10 +175,8 @@ async fn basis<C: ConnectionTrait>(
 }
 
 /// The desired changes of `policy` over `basis`, reading the updates `reports` does not keep.
-///
 /// The grouping is CPU work over every host's updates (hundreds of milliseconds at 10,000
-/// hosts), so it runs on a blocking thread: on the async runtime it would stall every other
-/// task of the process meanwhile (a check-in, or a transaction holding SQLite's write turn).
+/// hosts): the evaluation runs on a blocking thread for it ([`super::evaluate_policy`]).
 async fn group<C: ConnectionTrait>(
     db: &C,
     policy: &policies::Model,
@@ -186,22 +184,17 @@ async fn group<C: ConnectionTrait>(
     reports: &Reports,
 ) -> Result<Desired, DbErr> {
     let updates = reported_updates(db, &basis.hosts, reports).await?;
-    let coverage = Coverage::of(policy);
-    tokio::task::spawn_blocking(move || {
-        let mut grouping = Grouping::new(coverage, &basis.in_flight);
-        for host in &basis.hosts {
-            grouping.host_distro(host.id, host.release.distro.as_deref());
-        }
-        for (host, updates) in &updates {
-            grouping.add_host(*host, updates)?;
-        }
-        for host in &basis.hosts {
-            grouping.add_release(host.id, &host.release)?;
-        }
-        Ok(grouping.finish())
-    })
-    .await
-    .map_err(|err| DbErr::Custom(format!("grouping the policy's changes stopped: {err}")))?
+    let mut grouping = Grouping::new(Coverage::of(policy), &basis.in_flight);
+    for host in &basis.hosts {
+        grouping.host_distro(host.id, host.release.distro.as_deref());
+    }
+    for (host, updates) in &updates {
+        grouping.add_host(*host, updates)?;
+    }
+    for host in &basis.hosts {
+        grouping.add_release(host.id, &host.release)?;
+    }
+    Ok(grouping.finish())
 }
 
 /// What the policy's hosts need: their available updates that the policy covers, less what
