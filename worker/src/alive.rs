@@ -59,7 +59,7 @@ impl Alive {
 }
 
 /// Marks the workers `names` seen now.
-pub async fn beat_once(pool: &Pool, names: &[String]) -> Result<(), sqlx::Error> {
+async fn beat_once(pool: &Pool, names: &[String]) -> Result<(), sqlx::Error> {
     match pool {
         Pool::Postgres(pool) => {
             sqlx::query("UPDATE apalis.workers SET last_seen = NOW() WHERE id = ANY($1)")
