@@ -360,6 +360,10 @@ mod tests {
         // Cut in its trailer: everything decompressed, but whether more followed is unknown.
         let decoded = decode(&gz[..gz.len() - 8], true).expect("a cut gzip answer");
         assert_eq!(decoded, whole_entries, "the last entry is dropped");
+        // A cut answer of one entry keeps it (each entry's text is clipped anyway).
+        let first_end = TEXT.find("\npkg (").expect("three entries") + 1;
+        let one = &TEXT[..first_end - 20];
+        assert_eq!(decode(one.as_bytes(), true).expect("one entry"), one);
         // A whole answer keeps every entry.
         assert_eq!(decode(cut_text.as_bytes(), false).expect("whole"), cut_text);
         let lossy =
