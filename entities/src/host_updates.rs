@@ -2,7 +2,7 @@
 
 use sea_orm::entity::prelude::*;
 
-use crate::json::{Advisory, JsonText};
+use crate::json::{Advisory, Impact, JsonText};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "host_updates")]
@@ -20,6 +20,8 @@ pub struct Model {
     pub security: bool,
     pub requires_reboot: bool,
     pub advisories: JsonText<Vec<Advisory>>,
+    /// What the agent said applying it would do (decisions §21); `None`: it did not say.
+    pub impact: Option<JsonText<Impact>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -195,6 +195,27 @@ impl<T> sea_orm::IntoActiveValue<JsonText<T>> for JsonText<T> {
 /// Labels, key to value (`hosts.labels`, `enrollment_tokens.labels`).
 pub type Labels = BTreeMap<String, String>;
 
+/// A package an update would newly install (`Impact::installs`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ImpactInstall {
+    pub name: String,
+    pub version: String,
+}
+
+/// What applying an update would do to its host, as its agent worked it out before approval
+/// (`host_updates.impact`, decisions §21).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Impact {
+    #[serde(default)]
+    pub reboot: bool,
+    #[serde(default)]
+    pub restarts: Vec<String>,
+    #[serde(default)]
+    pub installs: Vec<ImpactInstall>,
+    #[serde(default)]
+    pub removes: Vec<String>,
+}
+
 /// An advisory an update fixes, as stored (`host_updates.advisories`,
 /// `proposal_changes.advisories`): as its agent reported it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

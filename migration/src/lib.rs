@@ -19,6 +19,7 @@ mod m20261126_000100_identity_changes;
 mod m20261126_000200_host_inventories;
 mod m20261126_000300_host_updates_seq;
 mod m20261126_000400_host_inventories_lz4;
+mod m20261127_000100_host_update_impact;
 
 pub struct Migrator;
 
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000200_host_inventories::Migration),
             Box::new(m20261126_000300_host_updates_seq::Migration),
             Box::new(m20261126_000400_host_inventories_lz4::Migration),
+            Box::new(m20261127_000100_host_update_impact::Migration),
         ]
     }
 }

@@ -7,7 +7,6 @@ pub mod config;
 pub mod crypto;
 pub mod db;
 pub mod dns;
-pub mod http_signature;
 pub mod identity_changes;
 pub mod ids;
 pub mod jobs;

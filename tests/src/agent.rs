@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use base64::Engine;
 use chrono::{DateTime, Utc};
-use ed25519_dalek::{Signer, SigningKey, pkcs8::EncodePrivateKey};
+use ed25519_dalek::pkcs8::EncodePrivateKey;
+use protocol::signature::{Outgoing, Signer, SigningKey};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ use crate::{TestApp, TestResponse};
 
 #[derive(Clone)]
 pub struct TestAgent {
-    pub key: SigningKey,
+    pub key: ed25519_dalek::SigningKey,
     pub machine_id: String,
     pub hostname: String,
     pub key_id: Option<String>,
@@ -36,7 +36,7 @@ impl TestAgent {
     pub fn new(hostname: &str) -> TestAgent {
         let seed: [u8; 32] = rand::random();
         TestAgent {
-            key: SigningKey::from_bytes(&seed),
+            key: ed25519_dalek::SigningKey::from_bytes(&seed),
             machine_id: format!("machine-{hostname}-{}", uuid::Uuid::now_v7().simple()),
             hostname: hostname.to_owned(),
             key_id: None,
@@ -89,7 +89,7 @@ impl TestAgent {
     pub fn rekeyed(&self) -> TestAgent {
         let seed: [u8; 32] = rand::random();
         TestAgent {
-            key: SigningKey::from_bytes(&seed),
+            key: ed25519_dalek::SigningKey::from_bytes(&seed),
             key_id: None,
             ..self.clone()
         }
@@ -205,7 +205,8 @@ impl TestAgent {
     }
 
     /// Signature-Input, Signature and Content-Digest for a request to the service whose public
-    /// authority (host[:port] of its `SERVICE_BASE_URL`) is `authority`.
+    /// authority (host[:port] of its `SERVICE_BASE_URL`) is `authority`, made by the protocol's
+    /// signer (`protocol::signature::sign`).
     #[allow(clippy::too_many_arguments)]
     pub fn sign(
         &self,
@@ -217,19 +218,29 @@ impl TestAgent {
         key_id: &str,
         nonce: &str,
     ) -> (String, String, String) {
-        let digest = platform::http_signature::content_digest(body);
-        let params = format!(
-            "(\"@method\" \"@authority\" \"@path\" \"content-digest\");created={created};keyid=\"{key_id}\";nonce=\"{nonce}\""
-        );
-        let base = format!(
-            "\"@method\": {method}\n\"@authority\": {authority}\n\"@path\": {path}\n\"content-digest\": {digest}\n\"@signature-params\": {params}"
-        );
-        let signature = self.key.sign(base.as_bytes());
-        let encoded = base64::engine::general_purpose::STANDARD.encode(signature.to_bytes());
+        let key = SigningKey::ed25519_from_seed(&self.key.to_bytes());
+        let headers = protocol::signature::sign(
+            &Outgoing {
+                method,
+                authority,
+                path,
+                query: None,
+                body,
+            },
+            &Signer {
+                key: &key,
+                key_id,
+                created,
+                nonce,
+            },
+        )
+        .expect("a request the protocol can sign");
         (
-            format!("sig1={params}"),
-            format!("sig1=:{encoded}:"),
-            digest,
+            headers.signature_input,
+            headers.signature,
+            headers
+                .content_digest
+                .unwrap_or_else(|| protocol::signature::content_digest(body)),
         )
     }
 }

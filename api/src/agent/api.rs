@@ -1,24 +1,21 @@
 //! The agent operations: enrol, check in, renew the certificate.
 
 use chrono::{DateTime, Duration, Utc};
-use entities::{
-    enrollment_tokens, host_keys, hosts,
-    json::{JsonText, OfferedUpgrade},
-};
+use entities::{enrollment_tokens, host_keys, hosts, json::JsonText};
 use platform::ids::HostId;
 use poem::{Request, RequestBody};
 use poem_openapi::{
-    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi,
+    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, OpenApi,
     payload::Json,
     registry::{MetaMediaType, MetaRequest, Registry},
     types::Type,
 };
+use protocol::wire::{CheckIn, CheckInAnswer, EnrollRequest, Enrolled, RenewRequest, Renewed};
 use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, TryIntoModel, sea_query::Expr};
-use serde::{Deserialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 
 use super::{
     body,
-    facts::{CheckIn, EnrollRequest},
     limits::{self, EnrolmentRateLimited, HostRateLimited},
     signed::Signed,
     store, validate,
@@ -79,50 +76,11 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for EnrolmentBody<T
     }
 }
 
-#[derive(Object)]
-pub struct Enrolled {
-    /// The host's id (`hst_`); the same host when the same `machine_id` enrols again while
-    /// pending or decommissioned.
-    pub host_id: HostId,
-    /// The certificate's serial in lowercase hex: the `keyid` of every signature.
-    pub key_id: String,
-    /// PEM certificate binding the agent's key to the host (90 days).
-    pub certificate: String,
-    /// PEM certificate of the deployment's agent CA.
-    pub ca_certificate: String,
-    pub expires_at: DateTime<Utc>,
-    pub check_in_interval_s: i32,
-}
-
 #[derive(ApiResponse)]
 pub enum EnrollAnswer {
     /// Enrolled. The enrollment token's use is charged on the first check-in.
     #[oai(status = 201)]
     Created(Json<Enrolled>),
-}
-
-#[derive(Object)]
-pub struct CheckInAnswer {
-    pub next_check_in_s: i32,
-    /// Work for the agent.
-    pub jobs: Vec<super::jobs::Job>,
-    /// True when the service's inventory differs from `inventory_digest`: send `packages` and
-    /// `updates` on the next check-in.
-    pub send_inventory: bool,
-}
-
-#[derive(Object, Deserialize, Clone, Debug)]
-pub struct RenewRequest {
-    /// PEM PKCS#10 request for the new key.
-    pub csr: String,
-}
-
-#[derive(Object)]
-pub struct Renewed {
-    pub key_id: String,
-    pub certificate: String,
-    pub ca_certificate: String,
-    pub expires_at: DateTime<Utc>,
 }
 
 fn csr_error(err: platform::agent_ca::CaError) -> ApiError {
@@ -189,6 +147,10 @@ impl AgentApi {
     /// not decommissioned is 409 `conflict`: decommission it first, or let its agent renew with
     /// its current key.
     ///
+    /// `labels` (optional) are put on a host enrolling for the first time beside the token's
+    /// labels, which win where both name a key; together at most 64 (400 otherwise). A host
+    /// enrolling again keeps its labels.
+    ///
     /// The plan's host cap: on the free plan an organization has at most 5 hosts that are not
     /// decommissioned, and a sixth machine is 403 `plan-required` (re-enrolling a pending host
     /// does not count again; reviving a decommissioned one does).
@@ -204,6 +166,10 @@ impl AgentApi {
     ) -> Result<EnrollAnswer, Errors<(BadRequest, Forbidden, Conflict, EnrolmentRateLimited)>> {
         let request = body.0;
         validate::facts(&request.facts)?;
+        let asked_labels = match &request.labels {
+            Some(labels) => crate::http::input::labels("labels", labels)?,
+            None => Default::default(),
+        };
         let now = state.clock.now();
         let refused = || ApiError::forbidden("This enrollment token cannot enrol hosts.");
         if !platform::secrets::well_formed(TOKEN_PREFIX, request.token.trim()) {
@@ -217,7 +183,15 @@ impl AgentApi {
                 .filter(|t| usable(t, now))
                 .ok_or_else(refused)?;
         let default_plan = domain::billing::default_plan(&state.config);
-        let host = store::enrol_host(&txn, &token, &request.facts, now, &default_plan).await?;
+        let host = store::enrol_host(
+            &txn,
+            &token,
+            &request.facts,
+            &asked_labels,
+            now,
+            &default_plan,
+        )
+        .await?;
         let issued = certify(&state, &txn, &host, &request.csr, now).await?;
         txn.commit().await?;
         // A re-bound host's earlier keys were revoked (the nonce statement would refuse them
@@ -225,7 +199,7 @@ impl AgentApi {
         state.agent_keys.forget_host(host.id);
         state.queue.dispatch_notifications().await;
         Ok(EnrollAnswer::Created(Json(Enrolled {
-            host_id: HostId::from(host.id),
+            host_id: HostId::from(host.id).to_string(),
             key_id: issued.serial_hex,
             certificate: issued.certificate_pem,
             ca_certificate: state.agent_ca.certificate_pem().to_owned(),
@@ -243,7 +217,10 @@ impl AgentApi {
     /// What people are shown is bounded (400 `invalid-request` naming the field): facts,
     /// package and update fields, advisory ids, sources, severities and CVEs at most 255
     /// characters, advisory titles 1,000, advisory `url` at most 2,048 and only `https` (no
-    /// user name or password in it), `agent_permissions` at most 64 entries.
+    /// user name or password in it), `agent_permissions` at most 64 entries; each update's
+    /// `impact` (decisions §21) at most 1,000 `restarts`, `installs` and `removes` each, every
+    /// unit, name and version 1–255 characters without control characters. An update without
+    /// `impact` is stored as unknown, never as "no impact".
     #[oai(
         path = "/v1/agent/check-in",
         method = "post",
@@ -283,7 +260,7 @@ impl AgentApi {
             next.release_upgrade = body
                 .release_upgrade
                 .clone()
-                .map(|offer| JsonText::new(&OfferedUpgrade::from(offer)))
+                .map(|offer| JsonText::new(&store::offered_upgrade(offer)))
                 .transpose()?;
             next.inventory_digest = Some(body.inventory_digest.clone());
             next.last_inventory_at = Some(now);

@@ -9,12 +9,12 @@ use domain::{
 };
 use entities::{host_jobs, hosts};
 use platform::ids::{HostId, HostJobId, ProposalId};
-use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path};
+use poem_openapi::{ApiResponse, OpenApi, param::Path};
+use protocol::wire::{Job, JobChange, JobResult, JobStatus};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, QuerySelect,
     Set, sea_query::Expr,
 };
-use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{limits::HostRateLimited, signed::Signed};
@@ -24,55 +24,13 @@ use crate::{
     http::error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
     http::scope::OrgScope,
     http::tags::Tag,
-    proposals::policies::WindowRule,
+    proposals::policies::window_rule,
 };
 
 /// The longest log kept per job; a longer one keeps its last part.
-pub const MAX_LOG_BYTES: usize = 64 * 1024;
+pub const MAX_LOG_BYTES: usize = protocol::wire::MAX_LOG_BYTES;
 /// Most jobs one check-in answer carries.
 const MAX_JOBS_PER_CHECK_IN: u64 = 20;
-
-#[derive(Object, Clone)]
-pub struct JobChange {
-    pub package: String,
-    pub ecosystem: String,
-    pub from_version: String,
-    pub to_version: String,
-}
-
-impl From<domain::proposals::JobChange> for JobChange {
-    fn from(c: domain::proposals::JobChange) -> JobChange {
-        JobChange {
-            package: c.package,
-            ecosystem: c.ecosystem,
-            from_version: c.from_version,
-            to_version: c.to_version,
-        }
-    }
-}
-
-/// Work for the agent.
-#[derive(Object)]
-pub struct Job {
-    /// `job_` id; report the result to `/v1/agent/jobs/{id}/result`.
-    pub id: HostJobId,
-    /// `apply_updates` or `dist_upgrade`.
-    pub kind: String,
-    /// The proposal (`prp_`) this job carries out.
-    pub proposal_id: String,
-    pub proposal_number: i64,
-    /// never, immediate or in_window. The agent reboots only if its own configuration
-    /// permits.
-    pub reboot: String,
-    /// The packages to move, each from its installed version to the offered one.
-    pub changes: Vec<JobChange>,
-    /// For `dist_upgrade`: `{distro, from: {codename, version}, to: {codename, version}}`.
-    #[oai(skip_serializing_if_is_none)]
-    pub release_upgrade: Option<serde_json::Value>,
-    /// The maintenance window, when reboots are allowed only inside it.
-    #[oai(skip_serializing_if_is_none)]
-    pub window: Option<WindowRule>,
-}
 
 fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
     let release_upgrade = payload
@@ -80,14 +38,23 @@ fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
         .map(|r| serde_json::to_value(r).map_err(|e| DbErr::Json(e.to_string())))
         .transpose()?;
     Ok(Job {
-        id: HostJobId::from(row.id),
+        id: HostJobId::from(row.id).to_string(),
         kind: row.kind.clone(),
         proposal_id: payload.proposal_id,
         proposal_number: payload.proposal_number,
         reboot: payload.reboot,
-        changes: payload.changes.into_iter().map(JobChange::from).collect(),
+        changes: payload
+            .changes
+            .into_iter()
+            .map(|c| JobChange {
+                package: c.package,
+                ecosystem: c.ecosystem,
+                from_version: c.from_version,
+                to_version: c.to_version,
+            })
+            .collect(),
         release_upgrade,
-        window: payload.window.map(WindowRule::from),
+        window: payload.window.map(window_rule),
     })
 }
 
@@ -142,27 +109,6 @@ pub async fn dispatch<C: ConnectionTrait>(
         jobs.push(job_view(&row, payload)?);
     }
     Ok(jobs)
-}
-
-#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[oai(rename_all = "snake_case")]
-#[serde(rename_all = "snake_case")]
-pub enum JobStatus {
-    Succeeded,
-    Failed,
-}
-
-/// What the agent reports when a job has run.
-#[derive(Object, Deserialize, Clone, Debug)]
-pub struct JobResult {
-    pub status: JobStatus,
-    /// What the agent printed; the last 64 KiB are kept.
-    #[serde(default)]
-    pub log: Option<String>,
-    /// Whether the agent rebooted the host.
-    #[serde(default)]
-    pub rebooted: Option<bool>,
-    pub finished_at: DateTime<Utc>,
 }
 
 #[derive(ApiResponse)]

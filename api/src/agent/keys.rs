@@ -16,7 +16,7 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use entities::host_keys;
-use platform::http_signature::{PublicKey, SignatureError};
+use protocol::signature::{PublicKey, SignatureError};
 use uuid::Uuid;
 
 /// Keys remembered at most; beyond, a tenth of them is forgotten (about 200 bytes each).

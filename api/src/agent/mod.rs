@@ -4,7 +4,6 @@
 pub mod api;
 pub mod body;
 pub mod ca;
-pub mod facts;
 pub mod jobs;
 pub mod keys;
 pub mod limits;

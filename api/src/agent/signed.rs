@@ -17,7 +17,6 @@ use std::sync::{Arc, LazyLock};
 use chrono::{DateTime, Utc};
 use domain::HostJobStatus;
 use entities::{agent_nonces, host_keys, hosts};
-use platform::http_signature::{self, ParsedSignature, RequestHead};
 use platform::ids::HostId;
 use poem::{Request, RequestBody};
 use poem_openapi::{
@@ -25,6 +24,7 @@ use poem_openapi::{
     registry::{MetaMediaType, MetaRequest, Registry},
     types::Type,
 };
+use protocol::signature::{self, ParsedSignature, RequestHead};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, FromQueryResult, QueryFilter, Statement,
     sea_query::Expr,
@@ -104,7 +104,7 @@ pub async fn authenticate(
         query: req.uri().query(),
         headers: &headers,
     };
-    let parsed = http_signature::parse_head(&head).map_err(refuse)?;
+    let parsed = signature::parse_head(&head).map_err(refuse)?;
     parsed.params.check_fresh(now.timestamp()).map_err(refuse)?;
     let key_id = parsed.params.key_id.as_str();
     let (key, first_seen) = match state.agent_keys.get(key_id) {

@@ -9,7 +9,7 @@ use entities::{
     enrollment_tokens, host_days, host_inventories,
     host_inventories::Fingerprints,
     host_keys, host_labels, host_packages, host_updates, hosts,
-    json::{Advisory, JsonText},
+    json::{self, Advisory, JsonText},
     organizations,
 };
 use sea_orm::{
@@ -19,12 +19,12 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::facts::{CheckIn, Facts};
 use crate::{
     fleet::hosts::record_event,
     http::error::ApiError,
     http::scope::{OrgScope, Untenanted},
 };
+use protocol::wire::{self, CheckIn, Facts};
 
 /// How often agents are asked to check in.
 pub const CHECK_IN_INTERVAL_S: i32 = 300;
@@ -37,6 +37,45 @@ const DELETE_CHUNK: usize = 200;
 fn fact<T: serde::Serialize>(value: &T) -> Result<JsonText<serde_json::Value>, ApiError> {
     let text = JsonText::new(value)?;
     Ok(JsonText::from_stored(text.as_str()))
+}
+
+/// An advisory as it is stored.
+fn stored_advisory(a: &wire::Advisory) -> Advisory {
+    Advisory {
+        external_id: a.external_id.clone(),
+        source: a.source.clone(),
+        severity: a.severity.clone(),
+        title: a.title.clone(),
+        url: a.url.clone(),
+        cves: a.cves.clone(),
+    }
+}
+
+/// An update's impact as it is stored.
+fn stored_impact(impact: &wire::Impact) -> json::Impact {
+    json::Impact {
+        reboot: impact.reboot,
+        restarts: impact.restarts.clone(),
+        installs: impact
+            .installs
+            .iter()
+            .map(|i| json::ImpactInstall {
+                name: i.name.clone(),
+                version: i.version.clone(),
+            })
+            .collect(),
+        removes: impact.removes.clone(),
+    }
+}
+
+/// A release upgrade on offer, as it is stored.
+pub fn offered_upgrade(offer: wire::ReleaseUpgrade) -> json::OfferedUpgrade {
+    json::OfferedUpgrade {
+        to: json::Release {
+            codename: offer.to.codename,
+            version: offer.to.version,
+        },
+    }
 }
 
 /// Copies the agent-reported facts onto a host row.
@@ -87,6 +126,9 @@ pub async fn revoke_keys<C: ConnectionTrait>(
 /// otherwise anyone holding an enrollment token and the host's (visible) machine id could take
 /// it over.
 ///
+/// A new host gets the token's labels and, where the token names no such key, those the agent
+/// asked for (`asked_labels`, checked by the caller).
+///
 /// A machine that would add to the organization's hosts that are not decommissioned (a new
 /// one, or a decommissioned host revived) must fit the plan's host cap (decisions §17: the free
 /// plan's sixth host is 403 `plan-required`); the plan is looked up here, on every enrolment.
@@ -94,6 +136,7 @@ pub async fn enrol_host(
     txn: &DatabaseTransaction,
     token: &enrollment_tokens::Model,
     facts: &Facts,
+    asked_labels: &BTreeMap<String, String>,
     now: DateTime<Utc>,
     default_plan: &Plan,
 ) -> Result<hosts::Model, ApiError> {
@@ -150,7 +193,16 @@ pub async fn enrol_host(
     }
     // A token whose labels cannot be read enrols nobody (500): a host never starts out
     // without the labels its token promises.
-    let labels = token.labels.read()?;
+    let mut labels = token.labels.read()?;
+    for (key, value) in asked_labels {
+        labels.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    if labels.len() > crate::http::input::MAX_LABELS {
+        return Err(ApiError::invalid(format!(
+            "labels: the token's and the host's together are more than {}",
+            crate::http::input::MAX_LABELS
+        )));
+    }
     let id = platform::ids::new_uuid();
     let mut host = hosts::ActiveModel {
         id: Set(id),
@@ -315,6 +367,8 @@ fn package_fingerprint(
     fingerprint(&[Some(version), source_name, source_version])
 }
 
+/// An update row's fingerprint. The impact is a part only when the agent reported one, so the
+/// rows stored before impacts were kept keep their fingerprints.
 #[allow(clippy::too_many_arguments)]
 fn update_fingerprint(
     from_version: &str,
@@ -324,9 +378,10 @@ fn update_fingerprint(
     security: bool,
     requires_reboot: bool,
     advisories: &str,
+    impact: Option<&str>,
 ) -> String {
     let flag = |b: bool| if b { "1" } else { "0" };
-    fingerprint(&[
+    let mut parts = vec![
         Some(from_version),
         Some(to_version),
         Some(ecosystem),
@@ -334,7 +389,11 @@ fn update_fingerprint(
         Some(flag(security)),
         Some(flag(requires_reboot)),
         Some(advisories),
-    ])
+    ];
+    if impact.is_some() {
+        parts.push(impact);
+    }
+    fingerprint(&parts)
 }
 
 type Key = (String, String);
@@ -477,13 +536,13 @@ pub async fn replace_inventory(
             if wanted.contains_key(&key) {
                 continue;
             }
-            let advisories = JsonText::new(
-                &u.advisories
-                    .iter()
-                    .cloned()
-                    .map(Advisory::from)
-                    .collect::<Vec<_>>(),
-            )?;
+            let advisories =
+                JsonText::new(&u.advisories.iter().map(stored_advisory).collect::<Vec<_>>())?;
+            let impact = u
+                .impact
+                .as_ref()
+                .map(|i| JsonText::new(&stored_impact(i)))
+                .transpose()?;
             let fingerprint = update_fingerprint(
                 &u.from_version,
                 &u.to_version,
@@ -492,6 +551,7 @@ pub async fn replace_inventory(
                 u.security,
                 u.requires_reboot,
                 advisories.as_str(),
+                impact.as_ref().map(JsonText::as_str),
             );
             wanted.insert(
                 key,
@@ -508,6 +568,7 @@ pub async fn replace_inventory(
                         security: Set(u.security),
                         requires_reboot: Set(u.requires_reboot),
                         advisories: Set(advisories),
+                        impact: Set(impact),
                     },
                 ),
             );
@@ -530,6 +591,7 @@ pub async fn replace_inventory(
                         row.security,
                         row.requires_reboot,
                         row.advisories.as_str(),
+                        row.impact.as_ref().map(JsonText::as_str),
                     );
                     ((row.name, row.arch), fingerprint)
                 })

@@ -4,8 +4,8 @@
 //! only, never `javascript:` or `data:` or plain `http`.
 //! A refusal is 400 `invalid-request` naming the field, e.g. `updates[3].advisories[0].url`.
 
-use super::facts::{Advisory, CheckIn, Facts, Package, Update};
 use crate::http::{error::ApiError, input, input::is_unshowable};
+use protocol::wire::{Advisory, CheckIn, Facts, Impact, MAX_IMPACT_ENTRIES, Package, Update};
 
 /// Most characters of a fact, a package or update field, an advisory id, source, severity or
 /// CVE.
@@ -163,6 +163,34 @@ fn advisory(at: &str, a: &Advisory) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An update's impact (decisions §21): each list at most [`MAX_IMPACT_ENTRIES`] entries, every
+/// unit, package name and version 1–255 showable characters.
+fn impact(at: &str, impact: &Impact) -> Result<(), ApiError> {
+    let bounded = |list: &str, len: usize| {
+        if len > MAX_IMPACT_ENTRIES {
+            Err(ApiError::invalid(format!(
+                "{at}.{list}: at most {MAX_IMPACT_ENTRIES} entries"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    bounded("restarts", impact.restarts.len())?;
+    bounded("installs", impact.installs.len())?;
+    bounded("removes", impact.removes.len())?;
+    for (i, unit) in impact.restarts.iter().enumerate() {
+        required(&format!("{at}.restarts[{i}]"), unit)?;
+    }
+    for (i, install) in impact.installs.iter().enumerate() {
+        required(&format!("{at}.installs[{i}].name"), &install.name)?;
+        required(&format!("{at}.installs[{i}].version"), &install.version)?;
+    }
+    for (i, name) in impact.removes.iter().enumerate() {
+        required(&format!("{at}.removes[{i}]"), name)?;
+    }
+    Ok(())
+}
+
 fn update(i: usize, u: &Update) -> Result<(), ApiError> {
     let name = |part: &str| format!("updates[{i}].{part}");
     for (part, value) in [
@@ -179,6 +207,9 @@ fn update(i: usize, u: &Update) -> Result<(), ApiError> {
     }
     for (j, a) in u.advisories.iter().enumerate() {
         advisory(&format!("updates[{i}].advisories[{j}]"), a)?;
+    }
+    if let Some(found) = &u.impact {
+        impact(&format!("updates[{i}].impact"), found)?;
     }
     Ok(())
 }
@@ -262,6 +293,68 @@ mod tests {
         }
         let long = format!("https://example.com/{}", "a".repeat(MAX_URL));
         assert!(refused(https_url(&name, &long)).contains("2048"));
+    }
+
+    fn an_update(impact: Option<Impact>) -> Update {
+        Update {
+            name: "openssl".into(),
+            arch: "amd64".into(),
+            from_version: "1".into(),
+            to_version: "2".into(),
+            ecosystem: "deb".into(),
+            source_name: None,
+            security: false,
+            requires_reboot: false,
+            advisories: Vec::new(),
+            impact,
+        }
+    }
+
+    #[test]
+    fn impacts_are_bounded_and_name_the_field() {
+        let fine = Impact {
+            reboot: true,
+            restarts: vec!["nginx.service".into(); MAX_IMPACT_ENTRIES],
+            installs: vec![protocol::wire::ImpactInstall {
+                name: "libssl3t64".into(),
+                version: "3.0.13".into(),
+            }],
+            removes: vec!["libssl3".into()],
+        };
+        assert!(update(0, &an_update(Some(fine.clone()))).is_ok());
+        assert!(update(0, &an_update(None)).is_ok());
+        let too_many = Impact {
+            restarts: vec!["x.service".into(); MAX_IMPACT_ENTRIES + 1],
+            ..fine.clone()
+        };
+        assert!(
+            refused(update(2, &an_update(Some(too_many)))).contains("updates[2].impact.restarts")
+        );
+        let control = Impact {
+            restarts: vec!["ok.service".into(), "evil\u{1b}[2J.service".into()],
+            ..fine.clone()
+        };
+        assert!(
+            refused(update(0, &an_update(Some(control)))).contains("updates[0].impact.restarts[1]")
+        );
+        let empty = Impact {
+            installs: vec![protocol::wire::ImpactInstall {
+                name: "x".into(),
+                version: String::new(),
+            }],
+            ..fine.clone()
+        };
+        assert!(
+            refused(update(0, &an_update(Some(empty))))
+                .contains("updates[0].impact.installs[0].version")
+        );
+        let long = Impact {
+            removes: vec!["r".repeat(MAX_FIELD + 1)],
+            ..fine
+        };
+        assert!(
+            refused(update(0, &an_update(Some(long)))).contains("updates[0].impact.removes[0]")
+        );
     }
 
     #[test]

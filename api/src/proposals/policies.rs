@@ -163,24 +163,16 @@ pub struct ScopeView {
     pub selector: Option<String>,
 }
 
-// A maintenance window's rule as answers show it (a policy's, a job's). Named `JobWindow` in
-// the OpenAPI document, where agents first met it. (No doc comment: it would change the
-// document's schemas.)
-#[derive(Object, Clone)]
-#[oai(rename = "JobWindow")]
-pub struct WindowRule {
-    pub rrule: String,
-    pub duration_minutes: u32,
-    pub time_zone: String,
-}
+/// A maintenance window's rule as answers show it (a policy's, a job's): the agent protocol's
+/// `JobWindow`, where agents first met it.
+pub use protocol::wire::JobWindow as WindowRule;
 
-impl From<WindowSpec> for WindowRule {
-    fn from(spec: WindowSpec) -> WindowRule {
-        WindowRule {
-            rrule: spec.rrule,
-            duration_minutes: spec.duration_minutes,
-            time_zone: spec.time_zone,
-        }
+/// The rule of a stored window.
+pub fn window_rule(spec: WindowSpec) -> WindowRule {
+    WindowRule {
+        rrule: spec.rrule,
+        duration_minutes: spec.duration_minutes,
+        time_zone: spec.time_zone,
     }
 }
 
@@ -358,7 +350,7 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
                 }
             });
             Some(WindowView {
-                rule: spec.into(),
+                rule: window_rule(spec),
                 next_opening,
             })
         }

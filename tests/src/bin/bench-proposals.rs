@@ -627,6 +627,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                 } else {
                     JsonText::from_stored("[]")
                 }),
+                impact: Set(None),
             });
         }
         if rows.len() >= 2_000 {

@@ -46,6 +46,9 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use protocol::wire::{
+    Advisory, AgentInstall, CheckIn, CheckInAnswer, EnrollRequest, Enrolled, Facts, Package, Update,
+};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
 use tests::agent::{TestAgent, authority_of};
@@ -271,7 +274,7 @@ fn inventory(
     hostname: &str,
     universe: &[String],
     count: Option<usize>,
-) -> Value {
+) -> CheckIn {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(index as u64));
     let family = FAMILIES[index % FAMILIES.len()];
     let random_count = rng.random_range(300..500);
@@ -279,47 +282,97 @@ fn inventory(
     let mut packages = Vec::with_capacity(count);
     let mut updates = Vec::new();
     let start = rng.random_range(0..universe.len());
+    let rpm = family.ecosystem == "rpm";
     for k in 0..count {
         let p = (start + k * 7) % universe.len();
         // Two or three starting versions per package across the fleet.
         let variant = (p as u32 + rng.random_range(0..3)) % 3;
         let installed = version(&family, p, variant);
-        packages.push(json!({"name": universe[p], "version": installed, "arch": family.arch, "source_name": universe[p]}));
+        packages.push(Package {
+            name: universe[p].clone(),
+            version: installed.clone(),
+            arch: family.arch.to_owned(),
+            source_name: Some(universe[p].clone()),
+            source_version: None,
+        });
         // The shared pool: every host on an older variant of a pooled package is offered it.
         if p.is_multiple_of(9) && variant < 2 {
             let security = p.is_multiple_of(2);
             let severity = ["low", "medium", "high", "critical"][p % 4];
-            updates.push(json!({
-                "name": universe[p], "arch": family.arch, "from_version": installed,
-                "to_version": version(&family, p, 2), "ecosystem": family.ecosystem,
-                "source_name": universe[p], "security": security,
-                "requires_reboot": universe[p].contains("linux") || universe[p] == "kernel",
-                "advisories": if security {
-                    json!([{"external_id": format!("{}-{}-1", if family.ecosystem == "rpm" {"RLSA"} else {"USN"}, 6000 + p),
-                            "source": if family.ecosystem == "rpm" {"rlsa"} else {"usn"},
-                            "severity": severity,
-                            "cves": [format!("CVE-2025-{}", 10_000 + p)]}])
-                } else { json!([]) }
-            }));
+            let advisories = if security {
+                vec![Advisory {
+                    external_id: format!("{}-{}-1", if rpm { "RLSA" } else { "USN" }, 6000 + p),
+                    source: (if rpm { "rlsa" } else { "usn" }).to_owned(),
+                    severity: Some(severity.to_owned()),
+                    title: None,
+                    url: None,
+                    cves: vec![format!("CVE-2025-{}", 10_000 + p)],
+                }]
+            } else {
+                Vec::new()
+            };
+            updates.push(Update {
+                name: universe[p].clone(),
+                arch: family.arch.to_owned(),
+                from_version: installed,
+                to_version: version(&family, p, 2),
+                ecosystem: family.ecosystem.to_owned(),
+                source_name: Some(universe[p].clone()),
+                security,
+                requires_reboot: universe[p].contains("linux") || universe[p] == "kernel",
+                advisories,
+                impact: None,
+            });
         }
     }
     let digest = format!("{:016x}", rng.random::<u64>());
-    json!({
-        "facts": {
-            "hostname": hostname, "machine_id": machine_id, "distro": family.distro,
-            "distro_version": family.version, "distro_codename": family.codename,
-            "os_family": family.os_family, "arch": family.arch, "kernel_version": "6.8.0-45-generic",
-            "virtualization": "kvm", "agent_version": "1.4.0", "agent_mode": "daemon",
-            "agent_permissions": ["read_inventory", "apply_updates", "reboot"],
-            "agent_install": {"method": if family.ecosystem == "rpm" {"dnf"} else {"apt"}, "channel": "stable"}
+    CheckIn {
+        facts: Facts {
+            hostname: hostname.to_owned(),
+            machine_id: machine_id.to_owned(),
+            distro: Some(family.distro.to_owned()),
+            distro_version: Some(family.version.to_owned()),
+            distro_codename: Some(family.codename.to_owned()),
+            os_family: Some(family.os_family.to_owned()),
+            arch: Some(family.arch.to_owned()),
+            kernel_version: Some("6.8.0-45-generic".to_owned()),
+            virtualization: Some("kvm".to_owned()),
+            agent_version: Some("1.4.0".to_owned()),
+            agent_mode: Some("daemon".to_owned()),
+            agent_permissions: Some(
+                protocol::wire::permissions::ALL
+                    .iter()
+                    .map(|p| (*p).to_owned())
+                    .collect(),
+            ),
+            agent_install: Some(AgentInstall {
+                method: (if rpm { "dnf" } else { "apt" }).to_owned(),
+                channel: Some("stable".to_owned()),
+            }),
+            ..Facts::default()
         },
-        "inventory_digest": digest,
-        "packages": packages,
-        "updates": updates,
-        "reboot_required": rng.random_bool(0.2),
-        "services_need_restart": [],
-        "held_packages": []
-    })
+        inventory_digest: digest,
+        packages: Some(packages),
+        updates: Some(updates),
+        release_upgrade: None,
+        reboot_required: Some(rng.random_bool(0.2)),
+        services_need_restart: Some(Vec::new()),
+        held_packages: Some(Vec::new()),
+    }
+}
+
+/// The check-in of a host whose inventory the service has: facts and the digest.
+fn unchanged(facts: &Facts, inventory_digest: &str, reboot_required: Option<bool>) -> CheckIn {
+    CheckIn {
+        facts: facts.clone(),
+        inventory_digest: inventory_digest.to_owned(),
+        packages: None,
+        updates: None,
+        release_upgrade: None,
+        reboot_required,
+        services_need_restart: None,
+        held_packages: None,
+    }
 }
 
 struct Counters {
@@ -407,22 +460,27 @@ async fn enroll(
     token: &str,
     index: usize,
     agent: &mut TestAgent,
-    facts: &Value,
+    facts: &Facts,
 ) -> anyhow::Result<()> {
-    let csr = agent.csr();
+    let body = EnrollRequest {
+        token: token.to_owned(),
+        csr: agent.csr(),
+        facts: facts.clone(),
+        labels: None,
+    };
     loop {
         let mut request = client
-            .post(format!("{}/v1/agent/enroll", args.url))
-            .json(&json!({"token": token, "csr": csr, "facts": facts}));
+            .post(format!("{}{}", args.url, protocol::wire::paths::ENROLL))
+            .json(&body);
         if args.distinct_ips {
             request = request.header("x-forwarded-for", address_of(index));
         }
         let response = request.send().await.context("enrolment failed")?;
         match response.status().as_u16() {
             201 => {
-                let body: Value = response.json().await.unwrap_or_default();
-                agent.key_id = body["key_id"].as_str().map(str::to_owned);
-                agent.host_id = body["host_id"].as_str().map(str::to_owned);
+                let enrolled: Enrolled = response.json().await.context("enrolment answer")?;
+                agent.key_id = Some(enrolled.key_id);
+                agent.host_id = Some(enrolled.host_id);
                 return Ok(());
             }
             429 => {
@@ -449,7 +507,7 @@ async fn check_in(
     args: &Args,
     authority: &str,
     agent: &TestAgent,
-    body: &Value,
+    body: &CheckIn,
 ) -> anyhow::Result<bool> {
     let bytes = serde_json::to_vec(body)?;
     // A real agent signs with the real time.
@@ -476,8 +534,8 @@ async fn check_in(
     if !response.status().is_success() {
         bail!("check-in: {}", response.status());
     }
-    let answer: Value = response.json().await?;
-    Ok(answer["send_inventory"].as_bool().unwrap_or(false))
+    let answer: CheckInAnswer = response.json().await?;
+    Ok(answer.send_inventory)
 }
 
 /// The load generator's own allocator, as the service's programs have: it shares the machine
@@ -552,12 +610,11 @@ async fn main() -> anyhow::Result<()> {
                 &universe,
                 None,
             );
-            let light = json!({"facts": full["facts"], "inventory_digest": full["inventory_digest"],
-                               "reboot_required": full["reboot_required"]});
+            let light = unchanged(&full.facts, &full.inventory_digest, full.reboot_required);
             {
                 let _permit = permits.acquire().await.ok();
                 let token = &tokens[token_of(index, tokens.len())];
-                match enroll(&client, &args, token, index, &mut agent, &full["facts"]).await {
+                match enroll(&client, &args, token, index, &mut agent, &full.facts).await {
                     Ok(()) => {
                         counters.enrolled.fetch_add(1, Ordering::Relaxed);
                     }
@@ -635,8 +692,8 @@ mod phases {
     struct Host {
         index: usize,
         agent: TestAgent,
-        facts: Value,
-        reboot_required: Value,
+        facts: Facts,
+        reboot_required: Option<bool>,
         /// The inventory digest the service has for it.
         digest: Mutex<String>,
     }
@@ -857,29 +914,25 @@ mod phases {
                 );
                 let digest = format!("chg-{n:016x}");
                 // One package moves on, as an upgrade would.
-                if let Some(packages) = full["packages"].as_array_mut()
+                if let Some(packages) = full.packages.as_mut()
                     && !packages.is_empty()
                 {
                     let at = usize::try_from(n).unwrap_or(0) % packages.len();
-                    packages[at]["version"] = json!(format!("9.{n}"));
+                    packages[at].version = format!("9.{n}");
                 }
-                full["inventory_digest"] = json!(digest);
+                full.inventory_digest = digest;
                 full
             }
             None => {
                 let digest = host.digest.lock().map(|d| d.clone()).unwrap_or_default();
-                json!({"facts": host.facts, "inventory_digest": digest,
-                       "reboot_required": host.reboot_required})
+                unchanged(&host.facts, &digest, host.reboot_required)
             }
         };
         let again = check_in(client, args, authority, &host.agent, &body).await?;
         if changed.is_some()
             && let Ok(mut digest) = host.digest.lock()
         {
-            body["inventory_digest"]
-                .as_str()
-                .unwrap_or_default()
-                .clone_into(&mut digest);
+            body.inventory_digest.clone_into(&mut digest);
         }
         Ok(again)
     }
@@ -939,7 +992,7 @@ mod phases {
                     );
                     let token = &tokens[token_of(index, tokens.len())];
                     if let Err(e) =
-                        enroll(&client, &args, token, index, &mut agent, &full["facts"]).await
+                        enroll(&client, &args, token, index, &mut agent, &full.facts).await
                     {
                         eprintln!("{hostname}: {e:#}");
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -952,14 +1005,9 @@ mod phases {
                     }
                     let host = Host {
                         index,
-                        facts: full["facts"].clone(),
-                        reboot_required: full["reboot_required"].clone(),
-                        digest: Mutex::new(
-                            full["inventory_digest"]
-                                .as_str()
-                                .unwrap_or_default()
-                                .to_owned(),
-                        ),
+                        facts: full.facts.clone(),
+                        reboot_required: full.reboot_required,
+                        digest: Mutex::new(full.inventory_digest.clone()),
                         agent,
                     };
                     if let Ok(mut hosts) = hosts.lock() {

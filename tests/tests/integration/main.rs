@@ -2,6 +2,7 @@
 
 mod access_walk;
 mod agent_checkin;
+mod agent_impact;
 mod agent_security;
 mod agents;
 mod auth;

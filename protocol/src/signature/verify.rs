@@ -1,46 +1,16 @@
-//! Verifying RFC 9421 HTTP Message Signatures as the agent protocol uses them
-//! (decisions.md §6).
-//!
-//! Every agent call after enrolment carries
-//!
-//! ```text
-//! Signature-Input: sig1=("@method" "@authority" "@path" ["@query"] ["content-digest"]);created=…;keyid="…";nonce="…"[;alg="…"]
-//! Signature: sig1=:<base64 of the 64-byte signature>:
-//! Content-Digest: sha-256=:<base64 of the SHA-256 of the body>:   (RFC 9530, when there is a body)
-//! ```
-//!
-//! This module is transport-agnostic and does no I/O. The caller:
-//!
-//! 1. builds a [`RequestHead`] and calls [`parse_head`], which checks the Structured Field
-//!    syntax and the coverage this protocol requires, reads the Content-Digest the request
-//!    announces, and rebuilds the signature base (RFC 9421 §2.5), all before a byte of the
-//!    body is read;
-//! 2. calls [`SignatureParams::check_fresh`] with the current time (cheap, before any database
-//!    work);
-//! 3. looks the key up by [`SignatureParams::key_id`] (and checks that it was issued to that
-//!    host, unexpired, host not decommissioned);
-//! 4. calls [`ParsedSignature::verify`] with that key (checks `alg` against the key type and
-//!    the signature itself);
-//! 5. only then records the nonce, refusing a `(key_id, nonce)` pair seen before. A nonce
-//!    needs keeping until `created + MAX_AGE_S` ([`SignatureParams::replay_window_end`]):
-//!    after that the signature is stale anyway;
-//! 6. reads the body through [`ParsedSignature::body_check`], which refuses the first byte of
-//!    a body the signature does not cover and, at the end, a body whose SHA-256 is not the
-//!    announced Content-Digest. So an unauthenticated caller costs no body reading at all,
-//!    and the body is never held twice.
-//!
-//! [`parse`] does steps 1 and 6 at once for a body already in memory.
-//!
-//! Only the first signature in `Signature-Input` is considered (the agent sends one, `sig1`).
+//! Verifying a signed request: parsing `Signature-Input`, `Signature` and `Content-Digest`,
+//! the coverage the protocol requires, freshness, and the body against its digest.
 
 use std::fmt;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use ed25519_dalek::pkcs8::DecodePublicKey as _;
-use p256::ecdsa::signature::Verifier as _;
 use sfv::{BareItem, Dictionary, FieldType as _, Item, ListEntry, Parser, Version};
 use sha2::{Digest as _, Sha256};
+
+use super::{
+    PublicKey,
+    base::{header_value, signature_base},
+    check_alg, verify,
+};
 
 /// Oldest accepted `created`: a signature older than this many seconds is refused
 /// (decisions.md §6: "older than 5 minutes").
@@ -350,99 +320,6 @@ impl BodyCheck {
     }
 }
 
-/// A public key a signature can be verified with.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PublicKey(KeyInner);
-
-#[derive(Clone, PartialEq, Eq)]
-enum KeyInner {
-    Ed25519(ed25519_dalek::VerifyingKey),
-    P256(p256::ecdsa::VerifyingKey),
-}
-
-impl fmt::Debug for PublicKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PublicKey({})", self.algorithm())
-    }
-}
-
-impl PublicKey {
-    /// An Ed25519 key from its 32 raw bytes (RFC 8032).
-    pub fn from_ed25519_bytes(raw: &[u8]) -> Result<Self, SignatureError> {
-        let raw: &[u8; 32] = raw
-            .try_into()
-            .map_err(|_| SignatureError::InvalidKey("an Ed25519 key is 32 bytes"))?;
-        ed25519_dalek::VerifyingKey::from_bytes(raw)
-            .map(|k| PublicKey(KeyInner::Ed25519(k)))
-            .map_err(|_| SignatureError::InvalidKey("not an Ed25519 point"))
-    }
-
-    /// A P-256 key from its SEC1 encoding (65 bytes uncompressed or 33 compressed).
-    pub fn from_p256_sec1(sec1: &[u8]) -> Result<Self, SignatureError> {
-        p256::ecdsa::VerifyingKey::from_sec1_bytes(sec1)
-            .map(|k| PublicKey(KeyInner::P256(k)))
-            .map_err(|_| SignatureError::InvalidKey("not a P-256 point"))
-    }
-
-    /// A key from a DER `SubjectPublicKeyInfo`, as found in an X.509 certificate, a CSR or a
-    /// `-----BEGIN PUBLIC KEY-----` PEM: Ed25519 (OID 1.3.101.112) or EC with the P-256 curve
-    /// (id-ecPublicKey, prime256v1). Anything else is [`SignatureError::InvalidKey`].
-    pub fn from_spki_der(der: &[u8]) -> Result<Self, SignatureError> {
-        if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_der(der) {
-            return Ok(PublicKey(KeyInner::Ed25519(k)));
-        }
-        if let Ok(k) = p256::ecdsa::VerifyingKey::from_public_key_der(der) {
-            return Ok(PublicKey(KeyInner::P256(k)));
-        }
-        Err(SignatureError::InvalidKey(
-            "not an Ed25519 or P-256 SubjectPublicKeyInfo",
-        ))
-    }
-
-    /// The key's algorithm.
-    pub fn algorithm(&self) -> Algorithm {
-        match self.0 {
-            KeyInner::Ed25519(_) => Algorithm::Ed25519,
-            KeyInner::P256(_) => Algorithm::EcdsaP256Sha256,
-        }
-    }
-}
-
-/// Refuses an `alg` parameter that does not name the key's algorithm (none is fine).
-pub fn check_alg(alg: Option<Algorithm>, key: &PublicKey) -> Result<(), SignatureError> {
-    match alg {
-        Some(alg) if alg != key.algorithm() => Err(SignatureError::AlgorithmMismatch {
-            alg: alg.as_str().to_owned(),
-            key: key.algorithm().as_str(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Verifies `signature` over the signature base with `key`: Ed25519 (strict RFC 8032
-/// verification) or ECDSA P-256 with SHA-256, the signature as raw 64-byte `r || s`.
-pub fn verify(base: &str, signature: &[u8], key: &PublicKey) -> Result<(), SignatureError> {
-    match &key.0 {
-        KeyInner::Ed25519(k) => {
-            let bytes: &[u8; 64] = signature
-                .try_into()
-                .map_err(|_| SignatureError::InvalidSignature)?;
-            let sig = ed25519_dalek::Signature::from_bytes(bytes);
-            k.verify_strict(base.as_bytes(), &sig)
-                .map_err(|_| SignatureError::InvalidSignature)
-        }
-        KeyInner::P256(k) => {
-            if signature.len() != 64 {
-                return Err(SignatureError::InvalidSignature);
-            }
-            let sig = p256::ecdsa::Signature::from_slice(signature)
-                .map_err(|_| SignatureError::InvalidSignature)?;
-            k.verify(base.as_bytes(), &sig)
-                .map_err(|_| SignatureError::InvalidSignature)
-        }
-    }
-}
-
 /// Refuses a `created` more than [`MAX_AGE_S`] seconds before `now` or more than
 /// [`MAX_CLOCK_SKEW_S`] seconds after it (both bounds inclusive: exactly 300 s passes).
 pub fn check_fresh(created: i64, now: i64) -> Result<(), SignatureError> {
@@ -564,27 +441,12 @@ pub fn parse_head(req: &RequestHead<'_>) -> Result<ParsedSignature, SignatureErr
         return Err(SignatureError::MissingHeader(CONTENT_DIGEST));
     }
 
-    // Signature base, RFC 9421 §2.5.
-    let mut base = String::new();
-    for name in &params.components {
-        let value = component_value(req, name)?;
-        if value.len() > MAX_COMPONENT_VALUE_LEN
-            || value.chars().any(|c| c.is_control() && c != '\t')
-        {
-            return Err(SignatureError::InvalidComponentValue(name.clone()));
-        }
-        base.push('"');
-        base.push_str(name);
-        base.push_str("\": ");
-        base.push_str(&value);
-        base.push('\n');
-    }
-    // The serialization of this signature's parameters (RFC 9421 §2.3).
+    // Signature base, RFC 9421 §2.5, over the serialization of this signature's parameters
+    // (RFC 9421 §2.3).
     let serialized = vec![ListEntry::InnerList(inner.clone())]
         .serialize()
         .ok_or_else(|| SignatureError::MalformedSignatureInput("empty".to_owned()))?;
-    base.push_str("\"@signature-params\": ");
-    base.push_str(&serialized);
+    let base = signature_base(req, &params.components, &serialized)?;
 
     params.label = label;
     Ok(ParsedSignature {
@@ -593,32 +455,6 @@ pub fn parse_head(req: &RequestHead<'_>) -> Result<ParsedSignature, SignatureErr
         base,
         body,
     })
-}
-
-/// All values of a header field (name matched case-insensitively), each trimmed and joined
-/// with ", " (RFC 9421 §2.1); `None` when the field is absent. Bounded in total size.
-fn header_value(headers: &[(&str, &str)], name: &str) -> Result<Option<String>, SignatureError> {
-    let mut out: Option<String> = None;
-    for (n, v) in headers {
-        if !n.eq_ignore_ascii_case(name) {
-            continue;
-        }
-        let v = v.trim_matches([' ', '\t']);
-        match &mut out {
-            Some(s) => {
-                s.push_str(", ");
-                s.push_str(v);
-            }
-            None => out = Some(v.to_owned()),
-        }
-        if out
-            .as_ref()
-            .is_some_and(|s| s.len() > MAX_COMPONENT_VALUE_LEN)
-        {
-            return Err(SignatureError::InvalidComponentValue(name.to_owned()));
-        }
-    }
-    Ok(out)
 }
 
 /// The covered component identifiers: strings without parameters, each a supported derived
@@ -732,60 +568,18 @@ fn announced_sha256(value: &str) -> Result<Vec<u8>, SignatureError> {
     }
 }
 
-/// The value of one covered component (RFC 9421 §2.1, §2.2).
-fn component_value(req: &RequestHead<'_>, name: &str) -> Result<String, SignatureError> {
-    let invalid = || SignatureError::InvalidComponentValue(name.to_owned());
-    match name {
-        "@method" => {
-            if req.method.is_empty() || !req.method.bytes().all(is_tchar) {
-                return Err(invalid());
-            }
-            Ok(req.method.to_owned())
-        }
-        "@authority" => {
-            let a = req.authority;
-            if a.is_empty()
-                || !a
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b))
-            {
-                return Err(invalid());
-            }
-            Ok(a.to_ascii_lowercase())
-        }
-        "@path" => {
-            if req.path.is_empty() {
-                Ok("/".to_owned())
-            } else if req.path.starts_with('/') {
-                Ok(req.path.to_owned())
-            } else {
-                Err(invalid())
-            }
-        }
-        "@query" => Ok(format!("?{}", req.query.unwrap_or_default())),
-        field => header_value(req.headers, field)?
-            .ok_or_else(|| SignatureError::MissingComponentValue(field.to_owned())),
-    }
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// The `Content-Digest` value (RFC 9530, sha-256) for a body, e.g. for tests and the agent.
-pub fn content_digest(body: &[u8]) -> String {
-    format!("sha-256=:{}:", BASE64.encode(Sha256::digest(body)))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::signature::content_digest;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD as BASE64;
     use ed25519_dalek::Signer as _;
     use p256::elliptic_curve::Generate as _;
 
     // A copy of ../shared/spec/vectors/rfc9421-check-in.json, so the crate builds on its own.
-    const VECTOR: &str = include_str!("../testdata/rfc9421-check-in.json");
+    const VECTOR: &str = include_str!("../../testdata/rfc9421-check-in.json");
 
     struct Vector {
         seed: [u8; 32],
