@@ -22,6 +22,8 @@ pub struct Host {
     pub backend: Backend,
     pub machine_id: String,
     pub install: AgentInstall,
+    /// Where the package database is.
+    pub database: String,
 }
 
 impl Host {
@@ -63,11 +65,13 @@ impl Host {
                     .unwrap_or_else(|| "stable".to_owned()),
             ),
         };
+        let database = backend.database(system).await;
         Ok(Host {
             os,
             backend,
             machine_id,
             install,
+            database,
         })
     }
 

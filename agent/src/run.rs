@@ -349,7 +349,7 @@ impl Agent<'_> {
         }
         let inputs = format!(
             "{}boot:{}",
-            backend.inputs(self.system),
+            backend.inputs(self.system, &self.host.database),
             std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
                 .unwrap_or_default()
                 .trim()

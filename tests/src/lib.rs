@@ -76,6 +76,7 @@ pub struct TestAppBuilder {
     kev_url: Option<String>,
     agent_manifest_url: Option<String>,
     dns_resolver: Option<String>,
+    real_agents: bool,
 }
 
 /// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
@@ -100,6 +101,7 @@ impl Default for TestAppBuilder {
             kev_url: None,
             agent_manifest_url: None,
             dns_resolver: None,
+            real_agents: false,
         }
     }
 }
@@ -201,15 +203,37 @@ impl TestAppBuilder {
         self
     }
 
+    /// For agents outside the test process (the real `fleet-agent`), which sign with the
+    /// address they connect to and the host's clock: the service names itself by the address it
+    /// listens on (`SERVICE_BASE_URL`), and its clock starts at the real time (and stands
+    /// still, as every test clock does).
+    pub fn for_real_agents(mut self) -> Self {
+        self.real_agents = true;
+        self
+    }
+
     pub async fn start(self) -> TestApp {
         // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
         platform::outbound::install_crypto_provider();
         let database = TestDatabase::create().await;
+        let early = if self.real_agents {
+            Some(
+                api::http::server::bind(([127, 0, 0, 1], 0).into())
+                    .await
+                    .expect("bind"),
+            )
+        } else {
+            None
+        };
+        let base_url = early.as_ref().map_or_else(
+            || BASE_URL.to_owned(),
+            |b| format!("http://{}", b.local_addr),
+        );
         let smtp = SmtpSink::start().await;
         let raw = RawConfig {
             database_url: Some(database.url().to_owned()),
             service_bind: Some("127.0.0.1:0".into()),
-            service_base_url: Some(BASE_URL.into()),
+            service_base_url: Some(base_url),
             embedded_workers: Some("false".into()),
             smtp_url: Some(smtp.url()),
             email_from: Some("Fleet Test <no-reply@fleet.test>".into()),
@@ -245,12 +269,14 @@ impl TestAppBuilder {
             .await
             .expect("connect");
         db.migrate().await.expect("migrate");
-        // A fixed, recognisable start; tests move it.
-        let clock = ManualClock::new(
+        // A fixed, recognisable start; tests move it. Real agents sign with the real time.
+        let clock = ManualClock::new(if self.real_agents {
+            platform::clock::Clock::now(&platform::clock::SystemClock)
+        } else {
             Utc.with_ymd_and_hms(2026, 11, 2, 9, 0, 0)
                 .single()
-                .expect("valid date"),
-        );
+                .expect("valid date")
+        });
         let agent_ca = api::agent::ca::load_or_create(&db, &config, &clock)
             .await
             .expect("agent CA");
@@ -268,7 +294,10 @@ impl TestAppBuilder {
             agent_keys: Default::default(),
         };
         let shutdown = CancellationToken::new();
-        let bound = api::http::server::bind(config.bind).await.expect("bind");
+        let bound = match early {
+            Some(bound) => bound,
+            None => api::http::server::bind(config.bind).await.expect("bind"),
+        };
         let base = format!("http://{}", bound.local_addr);
         let mut tasks = Vec::new();
         {

@@ -131,10 +131,19 @@ impl Backend {
         }
     }
 
-    pub fn inputs(self, system: &System) -> String {
+    /// Where the package database is (dpkg's status file; rpm's `%{_dbpath}`).
+    pub async fn database(self, system: &System) -> String {
+        match self.family {
+            Family::Debian => "/var/lib/dpkg/status".to_owned(),
+            Family::Rhel => rhel::database(system).await,
+        }
+    }
+
+    /// What the inventory is computed from (`database` from [`Backend::database`]).
+    pub fn inputs(self, system: &System, database: &str) -> String {
         match self.family {
             Family::Debian => debian::inputs(system),
-            Family::Rhel => rhel::inputs(system),
+            Family::Rhel => rhel::inputs(system, database),
         }
     }
 

@@ -129,19 +129,54 @@ pub async fn files(system: &System, name: &str) -> Vec<String> {
     }
 }
 
-/// What the inventory is computed from: rpm's database, dnf's metadata, locks and repositories.
-pub fn inputs(system: &System) -> String {
-    stamp(
-        system,
-        &[
-            "/var/lib/rpm",
-            "/var/lib/rpm/rpmdb.sqlite",
-            "/var/lib/rpm/Packages",
-            "/var/cache/dnf",
+/// Where rpm keeps its database (`%{_dbpath}`: `/var/lib/rpm` on the RHEL family).
+pub async fn database(system: &System) -> String {
+    match system.run("rpm", &["--eval", "%{_dbpath}"], RESOLVE).await {
+        Ok(out) if out.success() && out.stdout.trim().starts_with('/') => {
+            out.stdout.trim().to_owned()
+        }
+        _ => "/var/lib/rpm".to_owned(),
+    }
+}
+
+/// What the inventory is computed from: rpm's database (its files, not the shared-memory file
+/// a reader touches), the metadata dnf last fetched (each repository's `repomd.xml`), locks and
+/// repositories.
+pub fn inputs(system: &System, database: &str) -> String {
+    let mut paths: Vec<String> = [
+        "rpmdb.sqlite",
+        "rpmdb.sqlite-wal",
+        "Packages",
+        "Packages.db",
+    ]
+    .iter()
+    .map(|file| format!("{database}/{file}"))
+    .collect();
+    if let Ok(entries) = std::fs::read_dir(system.path("/var/cache/dnf")) {
+        let mut caches: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| {
+                format!(
+                    "/var/cache/dnf/{}/repodata/repomd.xml",
+                    e.file_name().to_string_lossy()
+                )
+            })
+            .collect();
+        caches.sort();
+        paths.extend(caches);
+    }
+    paths.extend(
+        [
             "/etc/dnf/plugins/versionlock.list",
             "/etc/yum.repos.d",
-        ],
-    )
+            "/etc/dnf/dnf.conf",
+        ]
+        .iter()
+        .map(|p| (*p).to_owned()),
+    );
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    stamp(system, &refs)
 }
 
 /// `dnf makecache`.

@@ -1,0 +1,10 @@
+//! The real `fleet-agent` against a test service, on throwaway roots with the real apt/dpkg and
+//! dnf/rpm (issue 28): never this machine's own package database. Needs root (chroot, mounts),
+//! mmdebstrap, dpkg-dev, rpm, dnf, dnf-plugins-core and createrepo-c (`.ci/run` installs them).
+
+mod debian;
+mod packages;
+mod rhel;
+mod roots;
+mod service;
+mod units;
