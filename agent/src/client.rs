@@ -12,8 +12,6 @@ use serde::{Serialize, de::DeserializeOwned};
 
 /// Connecting may take this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// A whole request (sending, the service's work, the answer) may take this long.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// Bodies larger than this are sent gzip-compressed (the service accepts gzip).
 const GZIP_FROM: usize = 16 * 1024;
 /// The largest answer read: a check-in answer holds at most 20 jobs.
@@ -74,8 +72,9 @@ pub struct Client {
 
 impl Client {
     /// A client for the service at `server` (`https://…`, or `http://` for a service on this
-    /// machine or in tests), trusting `FLEET_AGENT_CA_FILE` besides the system's roots.
-    pub fn new(server: &str) -> anyhow::Result<Client> {
+    /// machine or in tests), trusting `FLEET_AGENT_CA_FILE` besides the system's roots; a call
+    /// may take `timeout`.
+    pub fn new(server: &str, timeout: Duration) -> anyhow::Result<Client> {
         let base = url::Url::parse(server).with_context(|| format!("{server:?} is not a URL"))?;
         if !matches!(base.scheme(), "https" | "http") || base.host_str().is_none() {
             anyhow::bail!("{server:?} is not an https:// (or http://) address");
@@ -86,8 +85,8 @@ impl Client {
             None => host,
         };
         let mut builder = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT.min(timeout))
+            .timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("fleet-agent/", env!("CARGO_PKG_VERSION")));
         if let Some(file) = std::env::var_os("FLEET_AGENT_CA_FILE") {
@@ -195,7 +194,7 @@ impl Client {
         let mut response = request
             .send()
             .await
-            .map_err(|e| CallError::Unreachable(e.without_url().to_string()))?;
+            .map_err(|e| CallError::Unreachable(chain(&e.without_url())))?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -214,7 +213,7 @@ impl Client {
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => return Err(CallError::Unreachable(e.without_url().to_string())),
+                Err(e) => return Err(CallError::Unreachable(chain(&e.without_url()))),
             }
         }
         if status.is_success() {
@@ -230,4 +229,19 @@ impl Client {
             retry_after,
         })
     }
+}
+
+/// An error with its causes (`error sending request: … operation timed out`).
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -7,6 +7,7 @@
 //! reboot_command = "systemctl reboot"          # default
 //! refresh_lists = true                         # apt-get update / dnf makecache, at most every 6 h
 //! channel = "stable"                           # reported in agent_install
+//! request_timeout_s = 120                      # a call to the service may take this long
 //! ```
 //!
 //! An unknown key or permission is an error naming it: a typo never silently narrows or widens
@@ -66,6 +67,14 @@ pub struct Config {
     /// The root of the system to look after (`--root` wins); `/` unless said.
     #[serde(default)]
     pub root: Option<PathBuf>,
+    /// How long one call to the service may take (connecting, sending, its answer): a server
+    /// that hangs costs this, not the agent.
+    #[serde(default = "default_timeout")]
+    pub request_timeout_s: u64,
+}
+
+fn default_timeout() -> u64 {
+    120
 }
 
 fn default_permissions() -> Vec<Permission> {
@@ -89,6 +98,7 @@ impl Default for Config {
             refresh_lists: true,
             channel: None,
             root: None,
+            request_timeout_s: default_timeout(),
         }
     }
 }
@@ -114,6 +124,9 @@ impl Config {
         let config: Config = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
         if config.reboot_command.split_whitespace().next().is_none() {
             anyhow::bail!("reboot_command is empty");
+        }
+        if !(1..=3600).contains(&config.request_timeout_s) {
+            anyhow::bail!("request_timeout_s must be 1 to 3600 seconds");
         }
         Ok(config)
     }

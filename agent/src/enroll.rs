@@ -54,7 +54,10 @@ pub async fn enroll(
         );
     }
     let host = Host::read(system, config).await?;
-    let client = Client::new(server)?;
+    let client = Client::new(
+        server,
+        std::time::Duration::from_secs(config.request_timeout_s),
+    )?;
     let key = new_key();
     state_dir.write_key(KEY_FILE, &key)?;
     let request = EnrollRequest {

@@ -70,7 +70,10 @@ pub async fn run(
         system,
         state_dir,
         host: Host::read(system, config).await?,
-        client: Client::new(&server)?,
+        client: Client::new(
+            &server,
+            std::time::Duration::from_secs(config.request_timeout_s),
+        )?,
         state,
         key,
         mode: if once { "once" } else { "daemon" },

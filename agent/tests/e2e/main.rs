@@ -3,6 +3,7 @@
 //! mmdebstrap, dpkg-dev, rpm, dnf, dnf-plugins-core and createrepo-c (`.ci/run` installs them).
 
 mod debian;
+mod hostile;
 mod packages;
 mod rhel;
 mod roots;

@@ -1,0 +1,220 @@
+//! Bad input from the server (issue 28): jobs of unknown kinds, naming packages that are not
+//! installed or are not plain names, of the wrong ecosystem, with an epoch apt cannot find; a
+//! huge `next_check_in_s`; a 500; a server that hangs. Each gets a clear local log line and, where
+//! a job exists, a failed result; nothing is applied that was not asked for, and a job is never
+//! run twice. The server here is the test's own (it answers what a broken or hostile service
+//! might), the agent and the Debian root are real.
+
+use std::{sync::Arc, time::Duration};
+
+use poem::{
+    EndpointExt, Response, Route, Server, handler,
+    http::StatusCode,
+    listener::{Acceptor, Listener, TcpListener},
+    post,
+    web::{Data, Json, Path},
+};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::{roots::Root, service::Agent};
+
+#[derive(Clone)]
+enum Reply {
+    Answer(Value),
+    Status(u16),
+    Hang,
+}
+
+struct Fake {
+    reply: Mutex<Reply>,
+    results: Mutex<Vec<(String, Value)>>,
+}
+
+#[handler]
+fn enroll() -> Response {
+    Response::builder()
+        .status(StatusCode::CREATED)
+        .content_type("application/json")
+        .body(
+            json!({"host_id": "hst_01jdpyb9w6n4v6t2c4xq7w8z3k", "key_id": "ab12",
+                   "certificate": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+                   "ca_certificate": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+                   "expires_at": "2099-01-01T00:00:00Z", "check_in_interval_s": 300})
+            .to_string(),
+        )
+}
+
+#[handler]
+async fn check_in(fake: Data<&Arc<Fake>>) -> Response {
+    let reply = fake.reply.lock().await.clone();
+    match reply {
+        Reply::Answer(body) => Response::builder()
+            .content_type("application/json")
+            .body(body.to_string()),
+        Reply::Status(status) => Response::builder()
+            .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            .content_type("application/problem+json")
+            .body(r#"{"type":"internal","title":"Internal","status":500,"detail":"request id 1"}"#),
+        Reply::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Response::builder().status(StatusCode::NO_CONTENT).finish()
+        }
+    }
+}
+
+#[handler]
+async fn result(
+    fake: Data<&Arc<Fake>>,
+    Path(id): Path<String>,
+    Json(body): Json<Value>,
+) -> StatusCode {
+    fake.results.lock().await.push((id, body));
+    StatusCode::NO_CONTENT
+}
+
+fn job(id: &str, kind: &str, package: &str, ecosystem: &str, to: &str) -> Value {
+    json!({"id": id, "kind": kind, "proposal_id": "prp_01jdpyb9w6n4v6t2c4xq7w8z3k", "proposal_number": 7,
+           "reboot": "immediate", "changes": [{"package": package, "ecosystem": ecosystem,
+           "from_version": "1.0", "to_version": to}]})
+}
+
+#[tokio::test]
+async fn bad_answers_get_clear_logs_and_failed_results_and_nothing_applied() {
+    let root = Root::debian();
+    root.write("/etc/hostname", "hostile-test\n");
+    let fake = Arc::new(Fake {
+        reply: Mutex::new(Reply::Status(500)),
+        results: Mutex::new(Vec::new()),
+    });
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .expect("bind");
+    let address = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().copied())
+        .expect("an address");
+    let app = Route::new()
+        .at("/v1/agent/enroll", post(enroll))
+        .at("/v1/agent/check-in", post(check_in))
+        .at("/v1/agent/jobs/:id/result", post(result))
+        .data(fake.clone());
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+
+    let agent = Agent::new(
+        root.path(),
+        "permissions = [\"read_inventory\", \"apply_updates\", \"reboot\"]\nrefresh_lists = false\n\
+         reboot_command = \"/bin/false\"\nrequest_timeout_s = 3\n",
+    );
+    let enrolled = agent
+        .run(&[
+            "enroll",
+            "--server",
+            &format!("http://{address}"),
+            "--token",
+            "enr_x",
+        ])
+        .await;
+    assert_eq!(enrolled.code, Some(0), "{}", enrolled.stderr);
+    let dpkg_before = root.must("dpkg-query", &["-W", "-f", "${Version}", "dpkg"]);
+
+    // Jobs no agent should run.
+    let jobs = json!({"next_check_in_s": 300, "send_inventory": false, "jobs": [
+        job("job_01jdpyb9w6n4v6t2c4xq7w8za1", "reboot_dance", "dpkg", "deb", "9.9"),
+        job("job_01jdpyb9w6n4v6t2c4xq7w8za2", "apply_updates", "fleet-missing", "deb", "2.0"),
+        job("job_01jdpyb9w6n4v6t2c4xq7w8za3", "apply_updates", "-oAPT::Get::Trivial-Only=false", "deb", "1"),
+        job("job_01jdpyb9w6n4v6t2c4xq7w8za4", "apply_updates", "dpkg", "rpm", "9.9-1"),
+        job("job_01jdpyb9w6n4v6t2c4xq7w8za5", "apply_updates", "dpkg", "deb", "1:9.9"),
+    ]});
+    *fake.reply.lock().await = Reply::Answer(jobs.clone());
+    let ran = agent.run(&["run", "--once"]).await;
+    assert_eq!(ran.code, Some(1), "failed jobs fail the run");
+    let results = fake.results.lock().await.clone();
+    assert_eq!(results.len(), 5, "{results:#?}");
+    let log_of = |id: &str| -> String {
+        let (_, body) = results.iter().find(|(j, _)| j == id).expect("a result");
+        assert_eq!(body["status"], "failed", "{body}");
+        assert_eq!(body["rebooted"], false, "{body}");
+        body["log"].as_str().unwrap_or_default().to_owned()
+    };
+    assert!(
+        log_of("job_01jdpyb9w6n4v6t2c4xq7w8za1").contains("does not run \"reboot_dance\" jobs")
+    );
+    assert!(log_of("job_01jdpyb9w6n4v6t2c4xq7w8za2").contains("fleet-missing is not installed"));
+    assert!(log_of("job_01jdpyb9w6n4v6t2c4xq7w8za3").contains("not a package name"));
+    assert!(log_of("job_01jdpyb9w6n4v6t2c4xq7w8za4").contains("is a rpm package"));
+    let epoch = log_of("job_01jdpyb9w6n4v6t2c4xq7w8za5");
+    assert!(
+        epoch.contains("$ apt-get install --only-upgrade"),
+        "{epoch}"
+    );
+    assert!(
+        epoch.contains("dpkg=1:9.9"),
+        "the epoch reaches apt as given: {epoch}"
+    );
+    assert!(epoch.contains("the package manager failed"), "{epoch}");
+    assert!(
+        ran.stderr.contains("job refused"),
+        "a clear local log line: {}",
+        ran.stderr
+    );
+    assert_eq!(
+        root.must("dpkg-query", &["-W", "-f", "${Version}", "dpkg"]),
+        dpkg_before,
+        "nothing applied"
+    );
+
+    // The same jobs handed out again (a service that lost the results): never run twice.
+    let again = agent.run(&["run", "--once"]).await;
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(fake.results.lock().await.len(), 5);
+
+    // A huge interval is held to a day, and said so.
+    *fake.reply.lock().await =
+        Reply::Answer(json!({"next_check_in_s": i32::MAX, "send_inventory": false, "jobs": []}));
+    let huge = agent.run(&["run", "--once"]).await;
+    assert_eq!(huge.code, Some(0), "{}", huge.stderr);
+    assert!(huge.stderr.contains("later than a day"), "{}", huge.stderr);
+
+    // A 500, then a server that hangs: a failed run with a clear line, in bounded time.
+    *fake.reply.lock().await = Reply::Status(500);
+    let failing = agent.run(&["run", "--once"]).await;
+    assert_eq!(failing.code, Some(1));
+    assert!(
+        failing.stderr.contains("answered 500"),
+        "{}",
+        failing.stderr
+    );
+    *fake.reply.lock().await = Reply::Hang;
+    let started = std::time::Instant::now();
+    let hanging = agent.run(&["run", "--once"]).await;
+    assert_eq!(hanging.code, Some(1));
+    assert!(
+        hanging.stderr.contains("could not be reached"),
+        "{}",
+        hanging.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    // A malformed answer is a failure too, not a panic.
+    *fake.reply.lock().await = Reply::Answer(json!({"next_check_in_s": "soon", "jobs": 3}));
+    let garbled = agent.run(&["run", "--once"]).await;
+    assert_eq!(garbled.code, Some(1));
+    assert!(
+        garbled.stderr.contains("could not be read"),
+        "{}",
+        garbled.stderr
+    );
+    let status: Value = serde_json::from_str(&agent.run(&["status"]).await.stdout).expect("JSON");
+    assert!(
+        status["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("could not be read")),
+        "{status}"
+    );
+}
