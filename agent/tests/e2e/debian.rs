@@ -347,3 +347,85 @@ async fn a_broken_dependency_fails_the_job_with_apt_s_output_and_nothing_half_ap
     assert_eq!(service.proposal_status(&id).await, "failed");
     service.app.stop().await;
 }
+
+/// Whether a process of the root runs `comm`.
+fn running_in(root: &Path, comm: &str) -> bool {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let dir = entry.path();
+            std::fs::read_link(dir.join("root")).ok().as_deref() == Some(root.as_path())
+                && std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == comm)
+        })
+}
+
+#[tokio::test]
+async fn an_agent_stopped_mid_job_reports_the_outcome_once_from_the_package_database() {
+    let root = Root::debian();
+    let base = root.file("/srv/repo/base");
+    let security = root.file("/srv/repo/security");
+    std::fs::create_dir_all(&base).expect("base");
+    std::fs::create_dir_all(&security).expect("security");
+    deb(&Spec::new("fleet-slow", "1.0"), &base);
+    // Configuring 1.1 takes a while: long enough to stop the agent in the middle of it.
+    deb(
+        &Spec::new("fleet-slow", "1.1").postinst("#!/bin/sh\nsleep 4\n"),
+        &security,
+    );
+    apt_repo(&base, "bookworm", "Debian");
+    apt_repo(&security, "bookworm-security", "Debian-Security");
+    root.write(
+        "/etc/apt/sources.list",
+        "deb [trusted=yes] file:/srv/repo/base ./\ndeb [trusted=yes] file:/srv/repo/security ./\n",
+    );
+    root.must("apt-get", &["update", "-q"]);
+    root.must("apt-get", &["install", "-y", "-q", "fleet-slow=1.0"]);
+    let service = Service::start().await;
+    let (agent, host_id, id) = approved(&service, root.path()).await;
+
+    // The agent is killed (as `systemctl restart` of its own upgrade would stop it) while dpkg
+    // runs the package's postinst; dpkg goes on.
+    let mut child = agent.spawn(&["run", "--once"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !running_in(root.path(), "sleep") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the postinst never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    child.start_kill().expect("kill the agent");
+    let _ = child.wait().await;
+    assert!(
+        service.jobs(&host_id).await[0].finished_at.is_none(),
+        "no result yet"
+    );
+
+    // Started again, it waits for the package manager, then reports from the database.
+    let again = agent.run(&["run", "--once"]).await;
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("stopped while applying"),
+        "{}",
+        again.stderr
+    );
+    let version = root.must(
+        "dpkg-query",
+        &["-W", "-f", "${Version} ${Status}", "fleet-slow"],
+    );
+    assert_eq!(version, "1.1 install ok installed");
+    let jobs = service.jobs(&host_id).await;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].status, "succeeded");
+    let log = jobs[0].log.clone().unwrap_or_default();
+    assert!(log.contains("the agent stopped while applying"), "{log}");
+    assert_eq!(service.proposal_status(&id).await, "applied");
+    // And not again, nor the job run a second time.
+    let third = agent.run(&["run", "--once"]).await;
+    assert_eq!(third.code, Some(0), "{}", third.stderr);
+    assert!(!third.stderr.contains("applying a job"), "{}", third.stderr);
+    service.app.stop().await;
+}

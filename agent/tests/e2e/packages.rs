@@ -25,6 +25,8 @@ pub struct Spec<'a> {
     pub depends: Option<&'a str>,
     /// Extra files: (path in the package, file to copy in).
     pub files: Vec<(&'a str, &'a Path)>,
+    /// A `postinst` script (Debian).
+    pub postinst: Option<&'a str>,
 }
 
 impl<'a> Spec<'a> {
@@ -34,7 +36,13 @@ impl<'a> Spec<'a> {
             version,
             depends: None,
             files: Vec::new(),
+            postinst: None,
         }
+    }
+
+    pub fn postinst(mut self, script: &'a str) -> Spec<'a> {
+        self.postinst = Some(script);
+        self
     }
 
     pub fn depends(mut self, depends: &'a str) -> Spec<'a> {
@@ -69,6 +77,12 @@ pub fn deb(spec: &Spec<'_>, dir: &Path) {
         control.push_str(&format!("Depends: {depends}\n"));
     }
     std::fs::write(root.join("DEBIAN/control"), control).expect("control");
+    if let Some(script) = spec.postinst {
+        let file = root.join("DEBIAN/postinst");
+        std::fs::write(&file, script).expect("postinst");
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
     must(
         Command::new("dpkg-deb")
             .args(["--root-owner-group", "-b"])

@@ -130,6 +130,23 @@ impl Agent {
         self.state.path().join("state")
     }
 
+    /// Starts the agent without waiting for it.
+    pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_fleet-agent"))
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .arg("--root")
+            .arg(&self.root)
+            .args(args)
+            .env("FLEET_AGENT_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start fleet-agent")
+    }
+
     pub async fn run(&self, args: &[&str]) -> Ran {
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleet-agent"))
             .arg("--config")
