@@ -85,6 +85,8 @@ enum Inner {
         listening: AtomicBool,
         /// This replica's row in `api_replicas`.
         replica: Uuid,
+        /// Whether notifications are held back (fault tests: a stalled listener).
+        held: tokio::sync::watch::Sender<bool>,
     },
     /// SQLite: read from `identity_epoch`.
     Stored {
@@ -151,6 +153,7 @@ impl IdentityChanges {
             generation: AtomicU64::new(1),
             listening: AtomicBool::new(false),
             replica: Uuid::new_v4(),
+            held: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -199,6 +202,21 @@ impl IdentityChanges {
     fn set_listening(&self, up: bool) {
         if let Inner::Notified { listening, .. } = self.0.as_ref() {
             listening.store(up, Ordering::SeqCst);
+        }
+    }
+
+    /// Holds back (or releases) the handling of notifications, as a stalled listener would:
+    /// they wait on the connection, unread. For fault tests; nothing else calls it.
+    pub fn hold_notifications(&self, hold: bool) {
+        if let Inner::Notified { held, .. } = self.0.as_ref() {
+            held.send_replace(hold);
+        }
+    }
+
+    fn held(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        match self.0.as_ref() {
+            Inner::Notified { held, .. } => Some(held.subscribe()),
+            Inner::Stored { .. } => None,
         }
     }
 
@@ -307,8 +325,24 @@ impl IdentityChanges {
         .await?;
         self.set_listening(true);
         let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        let Some(mut held) = self.held() else {
+            return Ok(());
+        };
         loop {
+            if *held.borrow_and_update() {
+                tokio::select! {
+                    _ = held.changed() => {}
+                    _ = heartbeat.tick() => {
+                        sqlx::query("UPDATE api_replicas SET alive_at = now() WHERE id = $1")
+                            .bind(replica)
+                            .execute(pool)
+                            .await?;
+                    }
+                }
+                continue;
+            }
             tokio::select! {
+                _ = held.changed() => {}
                 // Both cancel-safe: a notification is taken whole or not at all.
                 received = listener.try_recv() => match received {
                     Ok(Some(notification)) => {

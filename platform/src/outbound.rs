@@ -400,6 +400,63 @@ mod tests {
         }
     }
 
+    /// Decisions §18: ranges that reach private or reserved IPv4 space through translation or
+    /// tunnelling, and IPv4 forms embedded in IPv6, are refused like what they carry.
+    #[test]
+    fn translated_tunnelled_and_embedded_addresses_are_not_public() {
+        for refused in [
+            // NAT64 (RFC 6052, RFC 8215), even of a public IPv4 address.
+            "64:ff9b::8.8.8.8",
+            "64:ff9b::10.0.0.1",
+            "64:ff9b:1::a00:1",
+            // Teredo and 6to4.
+            "2001::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2002:808:808::1",
+            "2002:a00:1::1",
+            // IPv4-mapped and -compatible forms of refused IPv4 addresses.
+            "::ffff:100.64.0.1",
+            "::ffff:169.254.169.254",
+            "::a9fe:a9fe",
+            "::ffff:198.18.0.1",
+            // Carrier-grade NAT, IETF assignments, benchmarking, reserved.
+            "100.127.255.254",
+            "192.0.0.170",
+            "198.19.255.255",
+            "250.1.2.3",
+        ] {
+            assert!(!is_public(refused.parse().expect("ip")), "{refused}");
+        }
+        // Nearby public space stays public.
+        for public in ["2001:4860:4860::8888", "2003::1", "64:ff9a::1", "100.63.255.255"] {
+            assert!(is_public(public.parse().expect("ip")), "{public}");
+        }
+    }
+
+    /// Cloud metadata lives at link-local addresses; allowing private destinations (on-premises
+    /// receivers) never opens those.
+    #[test]
+    fn link_local_destinations_are_refused_even_when_private_ones_are_allowed() {
+        let open = Outbound::new(&OutboundSettings {
+            allow_private: true,
+            ..OutboundSettings::default()
+        })
+        .expect("client");
+        let url = |s: &str| Url::parse(s).expect("url");
+        for refused in [
+            "http://169.254.169.254/latest/meta-data/",
+            "http://[fe80::1]/",
+            "http://[::ffff:169.254.169.254]/",
+        ] {
+            assert!(
+                matches!(open.check_url(&url(refused)), Err(OutboundError::Refused(_))),
+                "{refused}"
+            );
+        }
+        assert!(open.check_url(&url("http://10.0.0.1/hook")).is_ok());
+        assert!(open.check_url(&url("http://127.0.0.1/hook")).is_ok());
+    }
+
     #[test]
     fn literal_destinations_are_checked_before_sending() {
         let guarded = Outbound::new(&OutboundSettings::default()).expect("client");

@@ -193,6 +193,30 @@ impl TestApp {
         }
     }
 
+    /// Records `domain` as verified by organization `slug`, as a verified TXT record would
+    /// (the DNS round trip itself is tested in `sso.rs`).
+    pub async fn verified_domain(&self, slug: &str, domain: &str) {
+        let db = &self.state.db.orm;
+        let now = self.state.clock.now();
+        let org = organizations::Entity::find()
+            .filter(organizations::Column::Slug.eq(slug))
+            .one(db)
+            .await
+            .expect("query")
+            .expect("organization exists");
+        entities::sso_domains::ActiveModel {
+            org_id: Set(org.id),
+            domain: Set(domain.to_owned()),
+            txt_value: Set("service-domain-verification=test".into()),
+            verified_at: Set(Some(now)),
+            verified_domain: Set(Some(domain.to_owned())),
+            created_at: Set(now),
+        }
+        .insert(db)
+        .await
+        .expect("verified domain");
+    }
+
     /// The member id (`usr_`) of `email` in organization `acme`, as `admin` reads the list.
     pub async fn member_id(&self, admin: &Session, email: &str) -> String {
         let list = self

@@ -12,6 +12,7 @@ pub mod oidc;
 pub mod payments;
 pub mod processes;
 pub mod processor;
+pub mod proxy;
 pub mod receiver;
 pub mod smtp_sink;
 pub mod wrk;

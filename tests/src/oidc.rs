@@ -507,10 +507,28 @@ pub async fn browser_sign_in(app: &TestApp, email: &str) -> SsoAttempt {
     };
     // The redirect URI is on SERVICE_BASE_URL; the test's server is elsewhere.
     let callback_url = back.replacen(crate::BASE_URL, &app.base, 1);
-    let callback = read(browser.get(&callback_url).send().await.expect("callback")).await;
+    // The browser sends back the cookie the start set (decisions §18: the sign-in is bound
+    // to the browser that started it).
+    let mut callback = browser.get(&callback_url);
+    if let Some(cookie) = sso_cookie(&start) {
+        callback = callback.header("cookie", cookie);
+    }
+    let callback = read(callback.send().await.expect("callback")).await;
     SsoAttempt {
         start,
         callback: Some(callback),
         callback_url: Some(callback_url),
     }
+}
+
+/// The `service_sso=…` pair that `GET /v1/auth/sso/start` set, if it set one.
+pub fn sso_cookie(start: &TestResponse) -> Option<String> {
+    start
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .find(|pair| pair.starts_with("service_sso="))
+        .map(str::to_owned)
 }

@@ -75,6 +75,16 @@ pub struct ApiReplica {
 impl ApiReplica {
     /// Starts `program` on `database_url` on a free loopback port and waits until it answers.
     pub async fn start(program: &str, database_url: &str, smtp_url: &str) -> ApiReplica {
+        Self::start_with(program, database_url, smtp_url, &[]).await
+    }
+
+    /// [`ApiReplica::start`] with more environment (`OUTBOUND_CA_FILE`, proxy variables, …).
+    pub async fn start_with(
+        program: &str,
+        database_url: &str,
+        smtp_url: &str,
+        env: &[(&str, &str)],
+    ) -> ApiReplica {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
@@ -92,6 +102,7 @@ impl ApiReplica {
             .env("RATE_LIMIT_BURST", "100000")
             .env("RATE_LIMIT_PER_SECOND", "1000")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())

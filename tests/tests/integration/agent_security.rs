@@ -528,3 +528,183 @@ async fn an_inventory_that_returns_to_an_earlier_digest_is_evaluated_again() {
     }
     app.stop().await;
 }
+
+// --- Trust boundaries (decisions §18) ---------------------------------------------------------
+
+async fn token_of_uses(app: &TestApp, owner: &Session, max_uses: u32) -> String {
+    let created = app
+        .call(
+            As::Session(owner),
+            Method::POST,
+            "/v1/orgs/acme/enrollment-tokens",
+            Some(json!({"name": "single", "max_uses": max_uses})),
+        )
+        .await;
+    assert_eq!(created.status.as_u16(), 201, "{}", created.body);
+    created.json()["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A leaked single-use token enrols one host, not any number of pending ones: `max_uses`
+/// bounds the enrolments still pending plus the uses already charged.
+#[tokio::test]
+async fn max_uses_bounds_the_enrolments_still_pending() {
+    let (app, _owner, _) = fleet().await;
+    let owner = app.member("acme", Role::Owner, "second@acme.test").await;
+    let token = token_of_uses(&app, &owner, 1).await;
+    let first = enrolled(&app, &token, "web-1").await;
+    TestAgent::new("web-2")
+        .enroll(&app, &token)
+        .await
+        .assert_problem(403, "forbidden");
+    // Its first check-in charges the use; the token stays used up.
+    assert_eq!(first.check_in(&app, "d1").await.status.as_u16(), 200);
+    TestAgent::new("web-3")
+        .enroll(&app, &token)
+        .await
+        .assert_problem(403, "forbidden");
+    // The same machine enrolling again while pending is not a second enrolment.
+    let two = token_of_uses(&app, &owner, 1).await;
+    let pending = enrolled(&app, &two, "db-1").await;
+    let mut again = impostor_of(&pending);
+    assert_eq!(again.enroll(&app, &two).await.status.as_u16(), 201);
+    app.stop().await;
+}
+
+/// A host that never checks in does not hold its token's use, or its place under a plan's host
+/// cap, for ever: a day after enrolment it is removed, and the audit log says so.
+#[tokio::test]
+async fn a_host_still_pending_a_day_after_enrolment_is_removed_and_frees_its_place() {
+    let (app, owner, _) = fleet().await;
+    let token = token_of_uses(&app, &owner, 1).await;
+    let stale = enrolled(&app, &token, "web-1").await;
+    let live_token = enrollment_token(&app, &owner).await;
+    let live = enrolled(&app, &live_token, "web-2").await;
+    app.clock.advance(chrono::Duration::hours(23));
+    assert_eq!(live.check_in(&app, "d1").await.status.as_u16(), 200);
+    app.clock.advance(chrono::Duration::minutes(61));
+    app.state
+        .queue
+        .push(platform::jobs::FleetUpkeep {
+            minute: "pending-expiry".into(),
+        })
+        .await
+        .expect("queued");
+    app.run_pending_jobs().await;
+    let path = |agent: &TestAgent| {
+        format!(
+            "/v1/orgs/acme/hosts/{}",
+            agent.host_id.as_deref().unwrap_or_default()
+        )
+    };
+    app.call(As::Session(&owner), Method::GET, &path(&stale), None)
+        .await
+        .assert_problem(404, "not-found");
+    let kept = app
+        .call(As::Session(&owner), Method::GET, &path(&live), None)
+        .await;
+    assert_eq!(kept.status.as_u16(), 200, "a host that checked in stays");
+    let audit = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/audit-events?limit=500",
+            None,
+        )
+        .await
+        .json();
+    assert!(
+        audit["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["action"] == "host.pending_expired"),
+        "{audit}"
+    );
+    // Its place is free again.
+    assert_eq!(
+        TestAgent::new("web-3")
+            .enroll(&app, &token)
+            .await
+            .status
+            .as_u16(),
+        201
+    );
+    app.stop().await;
+}
+
+/// An enrolment racing a pending host's first check-in: the check-in's write is in flight
+/// (its transaction holds the host's row) when the enrolment reads the host. The enrolment must
+/// wait for it and then see a host that has checked in (409), not re-bind it from what it read
+/// before. On SQLite writers take turns, so the enrolment sees the committed check-in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enrolment_racing_a_first_check_in_never_rebinds_the_host() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let (app, _owner, token) = fleet().await;
+    let agent = enrolled(&app, &token, "web-1").await;
+    let host_id = platform::ids::HostId::parse(agent.host_id.as_deref().unwrap_or_default())
+        .map(platform::ids::HostId::uuid)
+        .expect("host id");
+    let app = std::sync::Arc::new(app);
+    let mut impostor = impostor_of(&agent);
+    if app.database.is_postgres() {
+        // The first check-in's transaction, holding the host's row.
+        let check_in = app.state.db.orm.begin().await.expect("begin");
+        check_in
+            .execute_unprepared(&format!(
+                "UPDATE hosts SET last_seen_at = now(), status = 'online' WHERE id = '{host_id}'"
+            ))
+            .await
+            .expect("the check-in's write");
+        let racing = {
+            let app = app.clone();
+            let token = token.clone();
+            tokio::spawn(async move {
+                let answer = impostor.enroll(&app, &token).await;
+                (answer, impostor)
+            })
+        };
+        // Until the enrolment waits on the row (Postgres reports the wait)…
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let waiting = app
+                .state
+                .db
+                .orm
+                .query_one_raw(sea_orm::Statement::from_string(
+                    sea_orm::DatabaseBackend::Postgres,
+                    "SELECT count(*) AS n FROM pg_stat_activity \
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                ))
+                .await
+                .expect("pg_stat_activity")
+                .and_then(|row| row.try_get::<i64>("", "n").ok())
+                .unwrap_or(0);
+            if waiting > 0 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the enrolment did not reach the host's row"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        // …then the check-in commits.
+        check_in.commit().await.expect("commit");
+        let (answer, impostor) = racing.await.expect("enrolment");
+        answer.assert_problem(409, "conflict");
+        assert!(impostor.key_id.is_none());
+    } else {
+        assert_eq!(agent.check_in(&app, "d1").await.status.as_u16(), 200);
+        impostor
+            .enroll(&app, &token)
+            .await
+            .assert_problem(409, "conflict");
+    }
+    // The host is still bound to its own key alone.
+    let keys = keys_of(&app, &agent).await;
+    assert_eq!(keys.len(), 1, "no key certified for the impostor");
+    assert!(keys[0].revoked_at.is_none());
+}

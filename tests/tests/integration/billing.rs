@@ -1215,3 +1215,52 @@ async fn two_events_for_one_subscription_at_the_same_instant_still_let_the_newer
         );
     }
 }
+
+/// A subscription grants its plan only while it is paid for or about to be (decisions §18):
+/// `active`, `trialing`, `past_due`. An `incomplete` checkout or an `unpaid` subscription is
+/// the free plan, whatever its price names.
+#[tokio::test]
+async fn a_subscription_grants_its_plan_only_while_active_trialing_or_past_due() {
+    let app = TestApp::builder().payments().start().await;
+    let owner = linked(&app).await;
+    let t = now_s(&app);
+    let cases = [
+        ("incomplete", "free"),
+        ("trialing", "enterprise"),
+        ("unpaid", "free"),
+        ("active", "enterprise"),
+        ("incomplete_expired", "free"),
+        ("past_due", "enterprise"),
+        ("paused", "free"),
+        ("something_new", "free"),
+    ];
+    for (i, (status, plan)) in cases.iter().enumerate() {
+        acknowledged(
+            &app.post_payment_event(&subscription_event(
+                &format!("evt_{i}"),
+                "updated",
+                t + i as i64,
+                "cus_acme",
+                "sub_1",
+                "enterprise",
+                status,
+            ))
+            .await,
+        );
+        assert_eq!(plan_shown(&app, &owner, "acme").await, *plan, "{status}");
+        // The gates ask the same question: SCIM needs enterprise.
+        let scim = app
+            .call(
+                As::Session(&owner),
+                Method::GET,
+                "/v1/orgs/acme/scim/token",
+                None,
+            )
+            .await;
+        if *plan == "free" {
+            scim.assert_problem(403, "plan-required");
+        } else {
+            assert_eq!(scim.status.as_u16(), 200, "{status}: {}", scim.body);
+        }
+    }
+}

@@ -174,17 +174,27 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
 
     // Two entries back to the newest: exactly those two, newest first.
     let c = &change(&detail, "openssl")["changelog"];
-    assert_eq!(c["status"], "available", "{c:#}");
+    assert_eq!(c["status"], "found", "{c:#}");
+    assert!(
+        c["url"].as_str().is_some_and(|u| u.contains("/openssl/")),
+        "the address read: {c:#}"
+    );
+    for field in ["author", "text"] {
+        assert!(
+            c["entries"][0].get(field).is_none(),
+            "interface.md's entry fields only: {c:#}"
+        );
+    }
     assert_eq!(versions(c), ["3.0.19-1~deb12u2", "3.0.19-1~deb12u1"]);
     assert_eq!(c["entries"][0]["urgency"], "medium");
     assert!(
-        c["entries"][0]["author"]
+        c["entries"][0]["maintainer"]
             .as_str()
             .is_some_and(|a| a.contains('@'))
     );
     assert!(c["entries"][0]["date"].as_str().is_some());
     assert!(
-        c["entries"][0]["text"]
+        c["entries"][0]["changes"]
             .as_str()
             .is_some_and(|t| !t.is_empty())
     );
@@ -192,13 +202,13 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
 
     let c = &change(&detail, "systemd")["changelog"];
     assert_eq!(
-        c["status"], "available",
+        c["status"], "found",
         "found in the second component: {c:#}"
     );
     assert_eq!(versions(c), ["252.38-1~deb12u1"], "from is excluded");
 
     let c = &change(&detail, "curl")["changelog"];
-    assert_eq!(c["status"], "available", "{c:#}");
+    assert_eq!(c["status"], "found", "{c:#}");
     assert_eq!(
         versions(c),
         [
@@ -221,20 +231,21 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
     );
     assert_eq!(c["entries"][2]["cves"], json!(["CVE-2023-27534"]));
     assert_eq!(
-        c["entries"][0]["author"],
+        c["entries"][0]["maintainer"],
         "Samuel Henrique <samueloph@debian.org>"
     );
     assert_eq!(c["entries"][0]["date"], "2026-05-08T14:16:21+00:00");
 
     let c = &change(&detail, "libc6")["changelog"];
-    assert_eq!(c["status"], "available", "source glibc: {c:#}");
+    assert_eq!(c["status"], "found", "source glibc: {c:#}");
     assert_eq!(versions(c), ["2.36-9+deb12u14"]);
 
     assert_eq!(
         change(&detail, "nosuch")["changelog"]["status"],
-        "unavailable"
+        "missing"
     );
     assert_eq!(change(&detail, "nosuch")["changelog"]["entries"], json!([]));
+    assert_eq!(change(&detail, "nosuch")["changelog"]["url"], Value::Null);
     assert!(
         change(&detail, "bash").get("changelog").is_none(),
         "an rpm change has no changelog: {detail:#}"
@@ -279,7 +290,7 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
         .await;
     assert_eq!(
         change(&theirs, "openssl")["changelog"]["status"],
-        "available"
+        "found"
     );
     assert_eq!(archive.received().len(), before);
     app.stop().await;
@@ -370,26 +381,26 @@ async fn bad_archive_answers_end_in_a_clear_status_and_never_fail_the_evaluation
     assert_eq!(detail["status"], "open", "the evaluation stands");
     let status = |package: &str| change(&detail, package)["changelog"]["status"].clone();
     for unusable in ["huge", "truncated", "forbidden", "missing"] {
-        assert_eq!(status(unusable), "unavailable", "{unusable}");
+        assert_eq!(status(unusable), "missing", "{unusable}");
     }
     let c = &change(&detail, "notrailer")["changelog"];
     assert_eq!(
-        c["status"], "available",
+        c["status"], "found",
         "an entry without a trailer still reads: {c:#}"
     );
     assert_eq!(c["entries"][0]["date"], Value::Null);
     assert_eq!(c["entries"][0]["cves"], json!(["CVE-2026-0001"]));
     let c = &change(&detail, "latin")["changelog"];
-    assert_eq!(c["status"], "available", "{c:#}");
+    assert_eq!(c["status"], "found", "{c:#}");
     assert_eq!(versions(c), ["2.0-1"]);
     assert!(
-        c["entries"][0]["text"]
+        c["entries"][0]["changes"]
             .as_str()
             .is_some_and(|t| t.contains('\u{fffd}'))
     );
     assert_eq!(c["entries"][0]["cves"], json!(["CVE-2026-0002"]));
     let c = &change(&detail, "long")["changelog"];
-    assert_eq!(c["status"], "available", "{c:#}");
+    assert_eq!(c["status"], "found", "{c:#}");
     assert_eq!(versions(c), ["3.0.19-1~deb12u2", "3.0.19-1~deb12u1"]);
 
     // A 5xx and a server that hangs are retried, not given up at once.
@@ -428,7 +439,7 @@ async fn bad_archive_answers_end_in_a_clear_status_and_never_fail_the_evaluation
         .await
         .expect("the job itself succeeds");
         let row = cached(&app, source).await;
-        assert_eq!(row.status, "unavailable", "{source}");
+        assert_eq!(row.status, "missing", "{source}");
     }
     // A duplicate of an attempt already made does nothing.
     let before = archive.received().len();
@@ -728,7 +739,7 @@ async fn a_pending_changelog_whose_fetch_was_lost_is_fetched_again_by_the_housek
         .expect("queue housekeeping");
     app.run_pending_jobs().await;
     let row = cached(&app, "openssl").await;
-    assert_eq!(row.status, "available", "{row:?}");
+    assert_eq!(row.status, "found", "{row:?}");
     assert_eq!(archive.received().len(), 1, "fetched once");
     app.stop().await;
 }

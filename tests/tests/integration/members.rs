@@ -498,3 +498,130 @@ async fn the_audit_log_pages_with_a_cursor() {
     bad.assert_problem(400, "invalid-request");
     app.stop().await;
 }
+
+/// An invitation refused at accept because its inviter may no longer invite is over: the list
+/// says so instead of showing it pending until it expires.
+#[tokio::test]
+async fn an_invitation_refused_because_of_its_inviter_is_listed_as_revoked() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let admin = app.member("acme", Role::Admin, "admin@acme.test").await;
+    let invited = app
+        .call(
+            As::Session(&admin),
+            Method::POST,
+            "/v1/orgs/acme/invitations",
+            Some(json!({"email": "new@acme.test", "role": "viewer"})),
+        )
+        .await;
+    assert_eq!(invited.status.as_u16(), 201, "{}", invited.body);
+    let token = app.emailed_token("new@acme.test").await;
+    let admin_id = app.member_id(&owner, "admin@acme.test").await;
+    let demoted = app
+        .call(
+            As::Session(&owner),
+            Method::PATCH,
+            &format!("/v1/orgs/acme/members/{admin_id}"),
+            Some(json!({"role": "operator"})),
+        )
+        .await;
+    assert_eq!(demoted.status.as_u16(), 200, "{}", demoted.body);
+    app.post_json("/v1/invitations/accept", json!({"token": token}))
+        .await
+        .assert_problem(409, "invalid-state");
+    let listed = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/invitations",
+            None,
+        )
+        .await
+        .json();
+    let invitation = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["email"] == "new@acme.test")
+        .cloned()
+        .unwrap_or_else(|| panic!("the invitation in {listed}"));
+    assert_eq!(invitation["status"], "revoked", "{invitation}");
+    assert!(
+        invitation["revoked_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("inviter")),
+        "{invitation}"
+    );
+    // The link stays dead.
+    app.post_json("/v1/invitations/accept", json!({"token": token}))
+        .await
+        .assert_problem(404, "invalid-token");
+    app.stop().await;
+}
+
+/// Any member may leave an organization (the last owner may not); removing somebody else
+/// still needs an admin.
+#[tokio::test]
+async fn any_member_may_leave_but_only_admins_remove_others() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let viewer = app.member("acme", Role::Viewer, "viewer@acme.test").await;
+    let operator = app.member("acme", Role::Operator, "op@acme.test").await;
+    let viewer_id = app.member_id(&owner, "viewer@acme.test").await;
+    let operator_id = app.member_id(&owner, "op@acme.test").await;
+    let owner_id = app.member_id(&owner, "owner@acme.test").await;
+    app.call(
+        As::Session(&viewer),
+        Method::DELETE,
+        &format!("/v1/orgs/acme/members/{operator_id}"),
+        None,
+    )
+    .await
+    .assert_problem(403, "forbidden");
+    let left = app
+        .call(
+            As::Session(&viewer),
+            Method::DELETE,
+            &format!("/v1/orgs/acme/members/{viewer_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(left.status.as_u16(), 204, "{}", left.body);
+    app.call(As::Session(&viewer), Method::GET, "/v1/orgs/acme", None)
+        .await
+        .assert_problem(404, "not-found");
+    let left = app
+        .call(
+            As::Session(&operator),
+            Method::DELETE,
+            &format!("/v1/orgs/acme/members/{operator_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(left.status.as_u16(), 204, "{}", left.body);
+    app.call(
+        As::Session(&owner),
+        Method::DELETE,
+        &format!("/v1/orgs/acme/members/{owner_id}"),
+        None,
+    )
+    .await
+    .assert_problem(409, "invalid-state");
+    let audit = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/audit-events?limit=500",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(
+        actions(&audit)
+            .iter()
+            .filter(|a| *a == "member.left")
+            .count(),
+        2
+    );
+    app.stop().await;
+}

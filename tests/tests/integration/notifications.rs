@@ -1572,3 +1572,100 @@ async fn a_receiver_answering_500_forever_is_retried_for_24_hours_then_failed() 
         "no attempt after it failed"
     );
 }
+
+// --- Trust boundaries (decisions §18) ---------------------------------------------------------
+
+/// An email channel is no relay: it sends only to the organization's members and to addresses
+/// at its verified domains, and a save naming anybody else is refused, naming the address.
+#[tokio::test]
+async fn an_email_channel_sends_only_to_members_and_verified_domains() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.member("acme", Role::Viewer, "viewer@partner.test").await;
+    let refused = create(
+        &app,
+        &owner,
+        json!({"kind": "email", "name": "ops", "config": {"to": ["owner@acme.test", "victim@elsewhere.test"]}}),
+    )
+    .await
+    .assert_problem(400, "invalid-request");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("victim@elsewhere.test")),
+        "{refused}"
+    );
+    let listed = call(
+        &app,
+        &owner,
+        Method::GET,
+        "/v1/orgs/acme/notification-channels",
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(listed, json!([]), "nothing stored");
+    // Before its domain is verified, acme.test is only as good as its members.
+    create(
+        &app,
+        &owner,
+        json!({"kind": "email", "name": "ops", "config": {"to": ["oncall@acme.test"]}}),
+    )
+    .await
+    .assert_problem(400, "invalid-request");
+    app.verified_domain("acme", "acme.test").await;
+    let mail = channel(
+        &app,
+        &owner,
+        json!({"kind": "email", "name": "ops", "config": {"to": ["oncall@acme.test", "viewer@partner.test", "owner@acme.test"]}}),
+    )
+    .await;
+    // A patch is held to the same rule.
+    let patched = call(
+        &app,
+        &owner,
+        Method::PATCH,
+        &format!("/v1/orgs/acme/notification-channels/{}", id(&mail)),
+        Some(json!({"config": {"to": ["oncall@acme.test", "spam-target@elsewhere.test"]}})),
+    )
+    .await
+    .assert_problem(400, "invalid-request");
+    assert!(
+        patched["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("spam-target@elsewhere.test")),
+        "{patched}"
+    );
+    app.stop().await;
+}
+
+/// The test button sends the service's mail to the channel on demand: at most 10 an hour per
+/// channel, then 429 with `Retry-After`.
+#[tokio::test]
+async fn a_channel_is_tested_at_most_ten_times_an_hour() {
+    let app = TestApp::builder().without_worker().start().await;
+    app.organization("acme").await;
+    let owner = app.member("acme", Role::Owner, "owner@acme.test").await;
+    let mail = channel(
+        &app,
+        &owner,
+        json!({"kind": "email", "name": "ops", "config": {"to": ["owner@acme.test"]}}),
+    )
+    .await;
+    let path = format!("/v1/orgs/acme/notification-channels/{}/test", id(&mail));
+    for _ in 0..10 {
+        let queued = call(&app, &owner, Method::POST, &path, None).await;
+        assert_eq!(queued.status.as_u16(), 202, "{}", queued.body);
+    }
+    let limited = call(&app, &owner, Method::POST, &path, None).await;
+    limited.assert_problem(429, "rate-limited");
+    let wait: i64 = limited
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .expect("Retry-After");
+    assert!(wait > 0 && wait <= 3600, "{wait}");
+    app.clock.advance(chrono::Duration::seconds(wait));
+    let queued = call(&app, &owner, Method::POST, &path, None).await;
+    assert_eq!(queued.status.as_u16(), 202, "{}", queued.body);
+    app.stop().await;
+}

@@ -122,3 +122,39 @@ async fn a_405_names_the_methods_the_path_allows() {
     assert_eq!(answer.header("allow"), Some("POST"));
     app.stop().await;
 }
+
+/// Bounds the code enforces are declared, so a schema-valid request is never refused for them
+/// (issue 27: the fuzzer found both refused without the document saying so).
+#[tokio::test]
+async fn bounds_the_code_enforces_are_declared() {
+    let app = TestApp::new().await;
+    let document: Value = app.get("/v1/openapi.json").await.json();
+    let start = &document["paths"]["/v1/auth/sso/start"]["get"]["parameters"];
+    let email = start
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "email")
+        .expect("the email parameter");
+    assert_eq!(email["schema"]["maxLength"], 254, "{email}");
+
+    // The enrolment body's facts, through whatever references the document uses.
+    let resolve = |schema: &Value| -> Value {
+        match schema["$ref"].as_str() {
+            Some(reference) => {
+                let name = reference.rsplit('/').next().unwrap_or_default();
+                document["components"]["schemas"][name].clone()
+            }
+            None => schema.clone(),
+        }
+    };
+    let body = resolve(
+        &document["paths"]["/v1/agent/enroll"]["post"]["requestBody"]["content"]
+            ["application/json"]["schema"],
+    );
+    let facts = resolve(&body["properties"]["facts"]);
+    let hostname = resolve(&facts["properties"]["hostname"]);
+    assert_eq!(hostname["minLength"], 1, "{hostname}");
+    assert_eq!(hostname["maxLength"], 255, "{hostname}");
+    app.stop().await;
+}

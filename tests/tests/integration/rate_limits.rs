@@ -107,3 +107,28 @@ async fn one_caller_spending_its_share_leaves_the_organization_usable_for_the_ot
     }
     app.stop().await;
 }
+
+/// All of an organization's API tokens together have half its limit (decisions §18): one admin
+/// minting a second token does not get a second half.
+#[tokio::test]
+async fn all_api_tokens_together_have_half_the_organization_limit() {
+    let app = TestApp::builder().rate_limit(10, 1.0).start().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let first = app.api_token(&owner, "acme", Role::Viewer).await;
+    let second = app.api_token(&owner, "acme", Role::Viewer).await;
+    for _ in 0..5 {
+        let response = app
+            .call(As::Bearer(&first), Method::GET, "/v1/orgs/acme", None)
+            .await;
+        assert_eq!(response.status.as_u16(), 200, "{}", response.body);
+    }
+    app.call(As::Bearer(&second), Method::GET, "/v1/orgs/acme", None)
+        .await
+        .assert_problem(429, "rate-limited");
+    // People keep their own shares.
+    let response = app
+        .call(As::Session(&owner), Method::GET, "/v1/orgs/acme", None)
+        .await;
+    assert_eq!(response.status.as_u16(), 200, "{}", response.body);
+    app.stop().await;
+}

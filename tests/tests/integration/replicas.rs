@@ -266,3 +266,54 @@ async fn a_session_is_answered_from_memory_until_something_changes() {
         .await;
     assert_eq!(me.json()["name"], "Renamed", "{}", me.body);
 }
+
+/// A replica that hears of a revocation late (its listener held back: a stalled process, a
+/// slow connection) must not serve the revoked credential from memory after the revoking
+/// request has answered (decisions §18): a replica that cannot confirm it has seen every change
+/// up to now serves identity from the database. Here the test's own app is the late replica and
+/// the revocation is made at the api process beside it.
+#[tokio::test]
+async fn a_replica_whose_listener_is_held_back_does_not_accept_a_revoked_token() {
+    let (app, owner, other) = two_replicas().await;
+    let token = app.api_token(&owner, "acme", Role::Operator).await;
+    let listed = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/api-tokens",
+            None,
+        )
+        .await;
+    let id = listed.json()["items"][0]["id"]
+        .as_str()
+        .expect("the token's id")
+        .to_owned();
+    // The test's app has the token in memory…
+    for _ in 0..2 {
+        let answer = app
+            .call(As::Bearer(&token), Method::GET, "/v1/orgs/acme", None)
+            .await;
+        assert_eq!(answer.status.as_u16(), 200, "{}", answer.body);
+    }
+    // …and stops hearing of changes.
+    app.state.db.identity.hold_notifications(true);
+    let revoked = app
+        .call_at(
+            other.base(),
+            As::Session(&owner),
+            Method::DELETE,
+            &format!("/v1/orgs/acme/api-tokens/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status.as_u16(), 204, "{}", revoked.body);
+    app.call(As::Bearer(&token), Method::GET, "/v1/orgs/acme", None)
+        .await
+        .assert_problem(401, "unauthenticated");
+    // Hearing again, it serves from memory again, and still refuses the token.
+    app.state.db.identity.hold_notifications(false);
+    app.call(As::Bearer(&token), Method::GET, "/v1/orgs/acme", None)
+        .await
+        .assert_problem(401, "unauthenticated");
+    other.stop().await;
+}

@@ -1316,3 +1316,283 @@ async fn okta_and_entra_patch_bodies_verbatim() {
     assert_eq!(deactivated.json()["active"], false);
     app.stop().await;
 }
+
+// --- Trust boundaries (decisions §18) ---------------------------------------------------------
+
+/// The SCIM token provisions anyone at the verified domains, owners' peers included: only an
+/// owner may issue, read or revoke it.
+#[tokio::test]
+async fn only_an_owner_may_issue_read_or_revoke_the_scim_token() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let admin = app.member("acme", Role::Admin, "admin@acme.test").await;
+    for method in [Method::POST, Method::GET, Method::DELETE] {
+        app.call(
+            As::Session(&admin),
+            method.clone(),
+            "/v1/orgs/acme/scim/token",
+            None,
+        )
+        .await
+        .assert_problem(403, "forbidden");
+    }
+    let token = scim_token(&app, &owner, "acme").await;
+    assert!(token.starts_with("scim_"));
+    app.stop().await;
+}
+
+/// A token outlives nothing of its issuer's authority: demoted or removed, the owner who issued
+/// it takes it with them, recorded and audited with the reason.
+#[tokio::test]
+async fn the_scim_token_stops_working_when_its_issuer_is_no_longer_an_owner() {
+    let app = TestApp::new().await;
+    let first = app.sign_up("owner@acme.test", "acme").await;
+    let second = app.member("acme", Role::Owner, "second@acme.test").await;
+    let issuer_id = app.member_id(&first, "second@acme.test").await;
+
+    // Demoted to admin.
+    let token = scim_token(&app, &second, "acme").await;
+    assert_eq!(
+        scim(&app, &token, Method::GET, "/scim/v2/Users", None)
+            .await
+            .status
+            .as_u16(),
+        200
+    );
+    let demoted = app
+        .call(
+            As::Session(&first),
+            Method::PATCH,
+            &format!("/v1/orgs/acme/members/{issuer_id}"),
+            Some(json!({"role": "admin"})),
+        )
+        .await;
+    assert_eq!(demoted.status.as_u16(), 200, "{}", demoted.body);
+    assert_scim_error(
+        &scim(&app, &token, Method::GET, "/scim/v2/Users", None).await,
+        401,
+        None,
+    );
+    let status = app
+        .call(
+            As::Session(&first),
+            Method::GET,
+            "/v1/orgs/acme/scim/token",
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(status["issued"], false, "{status}");
+    assert!(
+        status["revoked_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no longer an owner")),
+        "{status}"
+    );
+    let audit = app
+        .call(
+            As::Session(&first),
+            Method::GET,
+            "/v1/orgs/acme/audit-events?limit=500",
+            None,
+        )
+        .await
+        .json();
+    let revoked = audit["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["action"] == "scim.token_revoked")
+        .cloned()
+        .unwrap_or_else(|| panic!("scim.token_revoked in {audit}"));
+    assert!(
+        revoked["details"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no longer an owner")),
+        "{revoked}"
+    );
+
+    // Made owner again, issues a new token, and is removed: the token goes with them.
+    let promoted = app
+        .call(
+            As::Session(&first),
+            Method::PATCH,
+            &format!("/v1/orgs/acme/members/{issuer_id}"),
+            Some(json!({"role": "owner"})),
+        )
+        .await;
+    assert_eq!(promoted.status.as_u16(), 200, "{}", promoted.body);
+    let token = scim_token(&app, &second, "acme").await;
+    let removed = app
+        .call(
+            As::Session(&first),
+            Method::DELETE,
+            &format!("/v1/orgs/acme/members/{issuer_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(removed.status.as_u16(), 204, "{}", removed.body);
+    assert_scim_error(
+        &scim(&app, &token, Method::GET, "/scim/v2/Users", None).await,
+        401,
+        None,
+    );
+    // A token issued by an owner who stays owner keeps working.
+    let kept = scim_token(&app, &first, "acme").await;
+    assert_eq!(
+        scim(&app, &kept, Method::GET, "/scim/v2/Users", None)
+            .await
+            .status
+            .as_u16(),
+        200
+    );
+    app.stop().await;
+}
+
+/// SCIM makes members directly only at the organization's verified domains; anybody else is
+/// invited and joins by accepting, with the role their groups give.
+#[tokio::test]
+async fn a_scim_user_outside_the_verified_domains_is_invited_not_made_a_member() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
+    map_groups(&app, "acme", &[("fleet-operators", "operator")], None).await;
+    let token = scim_token(&app, &owner, "acme").await;
+    let inside = create_user(&app, &token, "ann@acme.test").await;
+    let outside = create_user(&app, &token, "carl@elsewhere.test").await;
+    let group = scim(&app, &token, Method::POST, "/scim/v2/Groups",
+        Some(json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"], "displayName": "fleet-operators",
+            "members": [{"value": inside}, {"value": outside}]}))).await;
+    assert_eq!(group.status.as_u16(), 201, "{}", group.body);
+
+    assert_eq!(
+        role_of(&app, &owner, "ann@acme.test").await.as_deref(),
+        Some("operator"),
+        "a member at once at the verified domain"
+    );
+    assert_eq!(
+        role_of(&app, &owner, "carl@elsewhere.test").await,
+        None,
+        "not a member before accepting"
+    );
+    let invitations = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/invitations",
+            None,
+        )
+        .await
+        .json();
+    let invitation = invitations["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["email"] == "carl@elsewhere.test")
+        .cloned()
+        .unwrap_or_else(|| panic!("an invitation for carl in {invitations}"));
+    assert_eq!(invitation["status"], "pending");
+    assert_eq!(invitation["role"], "operator");
+
+    // The person accepts the emailed invitation and becomes an operator.
+    let accept_token = app.emailed_token("carl@elsewhere.test").await;
+    let accepted = app
+        .post_json("/v1/invitations/accept", json!({"token": accept_token}))
+        .await;
+    assert_eq!(accepted.status.as_u16(), 200, "{}", accepted.body);
+    assert_eq!(
+        role_of(&app, &owner, "carl@elsewhere.test").await.as_deref(),
+        Some("operator")
+    );
+    app.stop().await;
+}
+
+/// Deprovisioning ends a person's sessions only when the organization controls the identity:
+/// a stranger's account belongs to them, not to whoever provisioned it.
+#[tokio::test]
+async fn deprovisioning_an_address_outside_the_verified_domains_leaves_its_sessions_alone() {
+    let app = TestApp::new().await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
+    map_groups(&app, "acme", &[], Some("viewer")).await;
+    // Somebody with an account of their own, signed in, member of their own organization.
+    let stranger = app.sign_up("dana@globex.test", "globex").await;
+    let token = scim_token(&app, &owner, "acme").await;
+    let dana = create_user(&app, &token, "dana@globex.test").await;
+    let invited = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/invitations",
+            None,
+        )
+        .await
+        .json();
+    assert!(
+        invited["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|i| i["email"] == "dana@globex.test" && i["status"] == "pending"),
+        "{invited}"
+    );
+    let deactivated = scim(
+        &app,
+        &token,
+        Method::PATCH,
+        &format!("/scim/v2/Users/{dana}"),
+        Some(patch(
+            json!([{"op": "replace", "path": "active", "value": false}]),
+        )),
+    )
+    .await;
+    assert_eq!(deactivated.status.as_u16(), 200, "{}", deactivated.body);
+    let deleted = scim(
+        &app,
+        &token,
+        Method::DELETE,
+        &format!("/scim/v2/Users/{dana}"),
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status.as_u16(), 204, "{}", deleted.body);
+    let me = app
+        .call(As::Session(&stranger), Method::GET, "/v1/me", None)
+        .await;
+    assert_eq!(me.status.as_u16(), 200, "still signed in: {}", me.body);
+    // The pending invitation went with the user.
+    let invited = app
+        .call(
+            As::Session(&owner),
+            Method::GET,
+            "/v1/orgs/acme/invitations",
+            None,
+        )
+        .await
+        .json();
+    assert!(
+        !invited["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|i| i["email"] == "dana@globex.test" && i["status"] == "pending"),
+        "{invited}"
+    );
+
+    // At the verified domain the organization controls the identity: sessions end.
+    let ann = create_user(&app, &token, "ann@acme.test").await;
+    let session = sign_in(&app, "ann@acme.test").await;
+    let deleted = scim(
+        &app,
+        &token,
+        Method::DELETE,
+        &format!("/scim/v2/Users/{ann}"),
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status.as_u16(), 204, "{}", deleted.body);
+    app.call(As::Session(&session), Method::GET, "/v1/me", None)
+        .await
+        .assert_problem(401, "unauthenticated");
+    app.stop().await;
+}

@@ -1226,3 +1226,263 @@ async fn the_single_sign_on_round_trip() {
     );
     sso.app.stop().await;
 }
+
+// --- Trust boundaries (decisions §18) ---------------------------------------------------------
+
+/// Whoever configures the identity provider can sign in as anyone at the verified domains,
+/// owners included: an admin must not be able to, nor reach the claims that point it at them.
+#[tokio::test]
+async fn only_an_owner_may_configure_single_sign_on_or_its_domains() {
+    let sso = Sso::start().await;
+    let admin = sso.app.member("acme", Role::Admin, "admin@acme.test").await;
+    sso.put_sso(As::Session(&admin), sso.connection())
+        .await
+        .assert_problem(403, "forbidden");
+    let read = sso
+        .app
+        .call(As::Session(&admin), Method::GET, "/v1/orgs/acme/sso", None)
+        .await;
+    read.assert_problem(403, "forbidden");
+    sso.app
+        .call(
+            As::Session(&admin),
+            Method::POST,
+            "/v1/orgs/acme/sso/domains",
+            Some(json!({"domain": "acme.test"})),
+        )
+        .await
+        .assert_problem(403, "forbidden");
+    // The owner's claim: the admin can neither verify nor release it.
+    assert_eq!(sso.claim("acme.test").await.status.as_u16(), 201);
+    sso.app
+        .call(
+            As::Session(&admin),
+            Method::POST,
+            "/v1/orgs/acme/sso/domains/acme.test/verify",
+            None,
+        )
+        .await
+        .assert_problem(403, "forbidden");
+    sso.app
+        .call(
+            As::Session(&admin),
+            Method::DELETE,
+            "/v1/orgs/acme/sso/domains/acme.test",
+            None,
+        )
+        .await
+        .assert_problem(403, "forbidden");
+    let stored = sso_connections::Entity::find()
+        .count(&sso.app.state.db.orm)
+        .await
+        .expect("count");
+    assert_eq!(stored, 0, "the admin's save stored nothing");
+    // The owner may.
+    sso.save(sso.connection()).await;
+    sso.app.stop().await;
+}
+
+/// A stored client secret is only ever sent to the issuer it was given for: a save that points
+/// the connection at another issuer or client must bring the secret again.
+#[tokio::test]
+async fn changing_the_issuer_or_client_id_needs_the_client_secret_again() {
+    let sso = Sso::start().await;
+    sso.save(sso.connection()).await;
+    let other = TestProvider::start(sso.app.clock.clone()).await;
+    let without_secret = |patch: Value| {
+        let mut body = sso.connection();
+        body.as_object_mut()
+            .expect("object")
+            .remove("client_secret");
+        for (k, v) in patch.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let problem = sso
+        .put_sso(
+            As::Session(&sso.owner),
+            without_secret(json!({"issuer": other.issuer()})),
+        )
+        .await
+        .assert_problem(400, "invalid-request");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("client_secret")),
+        "{problem}"
+    );
+    sso.put_sso(
+        As::Session(&sso.owner),
+        without_secret(json!({"client_id": "another-client"})),
+    )
+    .await
+    .assert_problem(400, "invalid-request");
+    let row = sso_connections::Entity::find()
+        .one(&sso.app.state.db.orm)
+        .await
+        .expect("query")
+        .expect("saved");
+    assert_eq!(row.issuer, sso.provider.issuer(), "nothing stored");
+    assert_eq!(row.client_id, oidc::CLIENT_ID, "nothing stored");
+    assert_eq!(other.token_requests(), 0);
+    let audited = audit_events::Entity::find()
+        .filter(audit_events::Column::Action.eq("sso.connection_saved"))
+        .count(&sso.app.state.db.orm)
+        .await
+        .expect("count");
+    assert_eq!(audited, 1, "only the first save");
+
+    // The same issuer and client without the secret keep it; another issuer with one is saved.
+    sso.save(without_secret(json!({"default_role": "viewer"})))
+        .await;
+    let mut moved = sso.connection();
+    moved["issuer"] = json!(other.issuer());
+    moved["client_secret"] = json!("the-other-providers-secret");
+    let saved = sso.save(moved).await;
+    assert_eq!(saved["connection"]["issuer"], other.issuer());
+    sso.app.stop().await;
+}
+
+/// Login CSRF: a callback carrying somebody else's `state` and code (an attacker's own sign-in,
+/// its last step sent to a victim) is refused unless the browser holds the cookie the start set.
+#[tokio::test]
+async fn a_callback_in_a_browser_that_did_not_start_the_sign_in_is_refused() {
+    let sso = Sso::ready().await;
+    sso.provider
+        .sign_in_as(User::new("mallory@acme.test", &["ops"]));
+    // The attacker starts, signs in at the provider, and stops short of the callback.
+    let attacker = oidc::browser();
+    let start = attacker
+        .get(sso.app.url("/v1/auth/sso/start"))
+        .query(&[("email", "mallory@acme.test")])
+        .send()
+        .await
+        .expect("start");
+    let start = TestResponse {
+        status: start.status(),
+        headers: start.headers().clone(),
+        body: start.text().await.expect("body"),
+    };
+    assert_eq!(start.status.as_u16(), 303, "{}", start.body);
+    let cookie = oidc::sso_cookie(&start).expect("start sets service_sso");
+    let set = start
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("service_sso="))
+        .expect("cookie")
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/v1/auth/sso", "Max-Age=600"] {
+        assert!(set.contains(attribute), "{attribute} in {set}");
+    }
+    let to_provider = start.header("location").expect("location").to_owned();
+    let back = attacker.get(&to_provider).send().await.expect("authorize");
+    let callback = back
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .expect("back to the service")
+        .replacen(tests::BASE_URL, &sso.app.base, 1);
+
+    // The victim's browser follows the link: no cookie, or another browser's.
+    let victim = oidc::browser();
+    for sent in [None, Some("service_sso=someone-elses-value")] {
+        let mut request = victim.get(&callback);
+        if let Some(cookie) = sent {
+            request = request.header("cookie", cookie);
+        }
+        let answer = request.send().await.expect("callback");
+        let answer = TestResponse {
+            status: answer.status(),
+            headers: answer.headers().clone(),
+            body: answer.text().await.expect("body"),
+        };
+        answer.assert_problem(400, "invalid-request");
+        assert!(answer.header("set-cookie").is_none(), "no session");
+    }
+    assert_eq!(sso.role_of("mallory@acme.test").await, None, "nobody joined");
+    // The browser that started it finishes it.
+    let answer = attacker
+        .get(&callback)
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("callback");
+    assert_eq!(answer.status().as_u16(), 303);
+    sso.app.stop().await;
+}
+
+const API: &str = env!("CARGO_BIN_EXE_fleet-api");
+
+/// Proxy variables of the environment never carry the service's outbound traffic past its
+/// guard (decisions §18); only `OUTBOUND_PROXY` names a proxy. The identity provider's discovery
+/// document is read by an api process started with `HTTPS_PROXY` set, then with
+/// `OUTBOUND_PROXY`.
+#[tokio::test]
+async fn only_outbound_proxy_names_a_proxy_for_outbound_calls() {
+    let sso = Sso::start().await;
+    let proxy = tests::proxy::TestProxy::start().await;
+    let ca = tests::receiver::TestCa::get().file.display().to_string();
+    let common = [
+        ("OUTBOUND_CA_FILE", ca.as_str()),
+        ("OUTBOUND_ALLOW_PRIVATE", "true"),
+    ];
+    let proxy_url = proxy.url();
+    let mut environment = common.to_vec();
+    for variable in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        environment.push((variable, proxy_url.as_str()));
+    }
+    let replica = tests::processes::ApiReplica::start_with(
+        API,
+        sso.app.database.url(),
+        &sso.app.smtp.url(),
+        &environment,
+    )
+    .await;
+    let saved = sso
+        .app
+        .call_at(
+            &replica.base,
+            As::Session(&sso.owner),
+            Method::PUT,
+            "/v1/orgs/acme/sso",
+            Some(sso.connection()),
+        )
+        .await;
+    assert_eq!(saved.status.as_u16(), 200, "{}", saved.body);
+    assert_eq!(proxy.connections(), 0, "the environment's proxy was not used");
+    replica.stop().await;
+
+    let mut environment = common.to_vec();
+    environment.push(("OUTBOUND_PROXY", proxy_url.as_str()));
+    let replica = tests::processes::ApiReplica::start_with(
+        API,
+        sso.app.database.url(),
+        &sso.app.smtp.url(),
+        &environment,
+    )
+    .await;
+    let saved = sso
+        .app
+        .call_at(
+            &replica.base,
+            As::Session(&sso.owner),
+            Method::PUT,
+            "/v1/orgs/acme/sso",
+            Some(sso.connection()),
+        )
+        .await;
+    assert_eq!(saved.status.as_u16(), 200, "{}", saved.body);
+    assert!(proxy.connections() > 0, "OUTBOUND_PROXY carried the call");
+    replica.stop().await;
+    sso.app.stop().await;
+}
