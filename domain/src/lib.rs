@@ -9,6 +9,8 @@
 //! map refusals to their own answers.
 
 pub mod billing;
+pub mod email_limits;
+pub mod fleet;
 pub mod intel;
 pub mod notifications;
 pub mod policy;

@@ -15,7 +15,7 @@ pub struct Model {
     pub source: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub version: String,
-    /// pending, available or unavailable.
+    /// pending, found or missing (interface.md's names).
     pub status: String,
     pub url: Option<String>,
     pub entries: JsonText<Vec<ChangelogEntry>>,

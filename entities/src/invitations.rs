@@ -16,6 +16,11 @@ pub struct Model {
     pub expires_at: DateTimeUtc,
     pub accepted_at: Option<DateTimeUtc>,
     pub revoked_at: Option<DateTimeUtc>,
+    /// Why it was revoked when nobody revoked it by hand (its inviter may no longer invite).
+    pub revoked_reason: Option<String>,
+    /// Sent by SCIM provisioning to an address outside the verified domains (decisions §18):
+    /// accepting it gives the role the provider's groups give then.
+    pub via_scim: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

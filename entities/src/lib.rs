@@ -11,6 +11,7 @@ pub mod changelogs;
 pub mod comments;
 pub mod deployment_secrets;
 pub mod digest_settings;
+pub mod email_sends;
 pub mod email_tokens;
 pub mod enrollment_tokens;
 pub mod group_hosts;

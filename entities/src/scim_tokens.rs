@@ -11,6 +11,10 @@ pub struct Model {
     pub issued_by: Uuid,
     pub issued_at: DateTimeUtc,
     pub last_used_at: Option<DateTimeUtc>,
+    /// Set when the token stopped working without being replaced: its issuer is no longer an
+    /// owner (decisions §18). A revoked token is never accepted.
+    pub revoked_at: Option<DateTimeUtc>,
+    pub revoked_reason: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

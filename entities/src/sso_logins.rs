@@ -18,6 +18,9 @@ pub struct Model {
     pub nonce: String,
     /// The sealed PKCE code verifier.
     pub pkce_verifier: String,
+    /// `platform::secrets::hash` of the `service_sso` cookie set in the browser that started
+    /// the sign-in: the callback must come from that browser (decisions §18).
+    pub browser_hash: Option<Vec<u8>>,
     pub created_at: DateTimeUtc,
     pub expires_at: DateTimeUtc,
 }

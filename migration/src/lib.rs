@@ -20,6 +20,7 @@ mod m20261126_000200_host_inventories;
 mod m20261126_000300_host_updates_seq;
 mod m20261126_000400_host_inventories_lz4;
 mod m20261127_000100_host_update_impact;
+mod m20261127_000200_trust_boundaries;
 
 pub struct Migrator;
 
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000300_host_updates_seq::Migration),
             Box::new(m20261126_000400_host_inventories_lz4::Migration),
             Box::new(m20261127_000100_host_update_impact::Migration),
+            Box::new(m20261127_000200_trust_boundaries::Migration),
         ]
     }
 }

@@ -50,9 +50,14 @@ pub struct RawConfig {
     /// PEM file of certificates the outbound HTTP client trusts besides the platform's roots.
     #[arg(long, env = "OUTBOUND_CA_FILE")]
     pub outbound_ca_file: Option<String>,
-    /// Let outbound calls reach loopback and private addresses (on-premises, tests).
+    /// Let outbound calls reach loopback and private addresses (on-premises, tests); never
+    /// link-local ones (cloud metadata).
     #[arg(long, env = "OUTBOUND_ALLOW_PRIVATE")]
     pub outbound_allow_private: Option<String>,
+    /// The proxy every outbound call goes through (`http://host:port`). The environment's
+    /// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` are never read.
+    #[arg(long, env = "OUTBOUND_PROXY", hide_env_values = true)]
+    pub outbound_proxy: Option<String>,
     /// PagerDuty Events API v2 enqueue address.
     #[arg(long, env = "PAGERDUTY_EVENTS_URL")]
     pub pagerduty_events_url: Option<String>,
@@ -158,6 +163,8 @@ pub struct Config {
     /// PEM certificates from `OUTBOUND_CA_FILE`.
     pub outbound_ca_pem: Option<Vec<u8>>,
     pub outbound_allow_private: bool,
+    /// `OUTBOUND_PROXY` (it may carry credentials: never printed).
+    pub outbound_proxy: Option<Secret<Url>>,
     /// Where PagerDuty channels send (Events API v2).
     pub pagerduty_events_url: Url,
     pub agent_manifest_url: Option<Url>,
@@ -376,6 +383,21 @@ impl RawConfig {
             Some(v) => parse_bool("OUTBOUND_ALLOW_PRIVATE", &v)?,
             None => false,
         };
+        let outbound_proxy = match non_empty(self.outbound_proxy) {
+            Some(raw) => {
+                let url = Url::parse(raw.trim())
+                    .ok()
+                    .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+                    .ok_or_else(|| {
+                        bad(
+                            "OUTBOUND_PROXY",
+                            "must be an http:// or https:// proxy address",
+                        )
+                    })?;
+                Some(Secret(url))
+            }
+            None => None,
+        };
         let pagerduty_events_url = parse_url(
             "PAGERDUTY_EVENTS_URL",
             &non_empty(self.pagerduty_events_url)
@@ -466,6 +488,7 @@ impl RawConfig {
             default_plan,
             outbound_ca_pem,
             outbound_allow_private,
+            outbound_proxy,
             pagerduty_events_url,
             agent_manifest_url,
             changelog_url_ubuntu,
@@ -492,11 +515,12 @@ impl Config {
     }
 
     /// What the one outbound HTTP client is built with (`OUTBOUND_CA_FILE`,
-    /// `OUTBOUND_ALLOW_PRIVATE`).
+    /// `OUTBOUND_ALLOW_PRIVATE`, `OUTBOUND_PROXY`).
     pub fn outbound_settings(&self) -> crate::outbound::OutboundSettings {
         crate::outbound::OutboundSettings {
             extra_roots_pem: self.outbound_ca_pem.clone(),
             allow_private: self.outbound_allow_private,
+            proxy: self.outbound_proxy.as_ref().map(|p| p.expose().clone()),
         }
     }
 

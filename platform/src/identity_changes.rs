@@ -24,9 +24,17 @@
 //!   `api_replicas`; the replica that made the change notifies a number from the sequence
 //!   `identity_sync` after its commit, every replica records in its row that it has heard it
 //!   (Postgres delivers notifications in commit order, so it has heard the change too), and
-//!   the change is answered when every live replica has (at most [`SETTLE_AT_MOST`]; a replica
-//!   silent for [`ALIVE_WITHIN`] is taken to be gone). The caller's next request, at any
-//!   replica, is then decided on the change.
+//!   the change is answered when every replica has, or can no longer answer from memory.
+//!
+//!   A replica answers from memory only while it can *confirm* it has heard everything up to a
+//!   moment ago (decisions §18): every [`PING`] it notifies a ping of its own and, when the
+//!   ping comes back on its listener, it has heard every change committed before the ping was
+//!   sent. It then may answer from memory until [`LEASE`] after it sent that ping, and it
+//!   records that lease (in the database's time, measured no earlier) in its row. A replica
+//!   whose listener is held back (a stalled process, a slow connection) hears no ping, its
+//!   lease runs out, and it reads identity from the database until it catches up. A change
+//!   waits only for replicas whose lease still runs, so at most [`LEASE`] for one that went
+//!   silent, and never answers while a replica could still serve what it changed.
 //! - **SQLite**: the same triggers keep the generation in the database, in the one row of
 //!   `identity_epoch`, inside the transaction that makes the change; a mark reads it (one
 //!   in-process read instead of the several that authentication makes), synchronously on a
@@ -55,12 +63,13 @@ pub const TABLES: &[&str] = &[
 
 /// The Postgres notification channel the triggers notify.
 pub const CHANNEL: &str = "identity_changed";
-/// How often a listening replica says it is alive.
-const HEARTBEAT: Duration = Duration::from_secs(5);
-/// A replica not heard from for this long is not waited for.
-pub const ALIVE_WITHIN: Duration = Duration::from_secs(15);
-/// The longest a change waits for the other replicas to hear of it.
-pub const SETTLE_AT_MOST: Duration = Duration::from_secs(2);
+/// How often a listening replica pings itself through the channel.
+pub const PING: Duration = Duration::from_millis(400);
+/// How long after sending a ping that came back a replica may answer identity from memory.
+pub const LEASE: Duration = Duration::from_secs(2);
+/// The longest a change waits for the other replicas (their leases run out by then): a
+/// margin for the database's own clock reads, after which it answers and says so.
+pub const SETTLE_AT_MOST: Duration = Duration::from_secs(3);
 
 /// The generation a request began in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +92,10 @@ enum Inner {
         generation: AtomicU64,
         /// Whether the listening connection is up.
         listening: AtomicBool,
+        /// Until when (nanoseconds after `started`) this replica may answer from memory: the
+        /// lease of the last ping that came back.
+        confirmed_until: AtomicU64,
+        started: tokio::time::Instant,
         /// This replica's row in `api_replicas`.
         replica: Uuid,
         /// Whether notifications are held back (fault tests: a stalled listener).
@@ -152,6 +165,8 @@ impl IdentityChanges {
         IdentityChanges(Arc::new(Inner::Notified {
             generation: AtomicU64::new(1),
             listening: AtomicBool::new(false),
+            confirmed_until: AtomicU64::new(0),
+            started: tokio::time::Instant::now(),
             replica: Uuid::new_v4(),
             held: tokio::sync::watch::Sender::new(false),
         }))
@@ -170,10 +185,14 @@ impl IdentityChanges {
             Inner::Notified {
                 generation,
                 listening,
+                confirmed_until,
+                started,
                 ..
-            } => listening
-                .load(Ordering::SeqCst)
-                .then(|| Mark(generation.load(Ordering::SeqCst))),
+            } => {
+                let now = nanos_since(*started, tokio::time::Instant::now());
+                (listening.load(Ordering::SeqCst) && now < confirmed_until.load(Ordering::SeqCst))
+                    .then(|| Mark(generation.load(Ordering::SeqCst)))
+            }
             Inner::Stored { pool, direct } => {
                 if let Some(n) = direct.as_ref().and_then(read_direct) {
                     return Some(Mark(n as u64));
@@ -200,8 +219,28 @@ impl IdentityChanges {
     }
 
     fn set_listening(&self, up: bool) {
-        if let Inner::Notified { listening, .. } = self.0.as_ref() {
+        if let Inner::Notified {
+            listening,
+            confirmed_until,
+            ..
+        } = self.0.as_ref()
+        {
             listening.store(up, Ordering::SeqCst);
+            if !up {
+                confirmed_until.store(0, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// A ping sent at `sent` came back: everything committed before then has been heard.
+    fn confirmed(&self, sent: tokio::time::Instant) {
+        if let Inner::Notified {
+            confirmed_until,
+            started,
+            ..
+        } = self.0.as_ref()
+        {
+            confirmed_until.fetch_max(nanos_since(*started, sent + LEASE), Ordering::SeqCst);
         }
     }
 
@@ -227,8 +266,9 @@ impl IdentityChanges {
         }
     }
 
-    /// Waits until every live api replica has heard of the changes this process has committed
-    /// so far (Postgres; nothing to wait for on SQLite). Called before a change is answered.
+    /// Waits until every api replica has heard of the changes this process has committed so
+    /// far, or can no longer answer identity from memory (its lease ran out), on Postgres;
+    /// nothing to wait for on SQLite. Called before a change is answered.
     pub async fn settle(&self, pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
         if self.replica().is_none() {
             return Ok(());
@@ -245,11 +285,9 @@ impl IdentityChanges {
         let mut pause = Duration::from_millis(1);
         loop {
             let behind: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM api_replicas \
-                 WHERE seen < $1 AND alive_at > now() - make_interval(secs => $2)",
+                "SELECT count(*) FROM api_replicas WHERE seen < $1 AND lease_until > now()",
             )
             .bind(sync)
-            .bind(ALIVE_WITHIN.as_secs_f64())
             .fetch_one(pool)
             .await?;
             if behind == 0 {
@@ -258,7 +296,8 @@ impl IdentityChanges {
             if tokio::time::Instant::now() >= deadline {
                 tracing::warn!(
                     replicas = behind,
-                    "api replicas did not hear of a change in time; answering anyway"
+                    "api replicas neither heard of a change nor let their leases run out in \
+                     time; answering anyway"
                 );
                 return Ok(());
             }
@@ -306,6 +345,9 @@ impl IdentityChanges {
         let Some(replica) = self.replica() else {
             return Ok(());
         };
+        let Some(mut held) = self.held() else {
+            return Ok(());
+        };
         if pool.is_closed() {
             return Ok(());
         }
@@ -313,54 +355,85 @@ impl IdentityChanges {
         listener.listen(CHANNEL).await?;
         // Whatever changed while nobody listened is unknown: start over. Every sync issued so
         // far was issued after its change had committed, so this replica has nothing of them
-        // to hear any more.
+        // to hear any more. Its lease starts when its first ping comes back.
         self.changed();
         sqlx::query(
-            "INSERT INTO api_replicas (id, seen, alive_at) \
-             SELECT $1, last_value, now() FROM identity_sync \
-             ON CONFLICT (id) DO UPDATE SET seen = EXCLUDED.seen, alive_at = now()",
+            "INSERT INTO api_replicas (id, seen, alive_at, lease_until) \
+             SELECT $1, last_value, now(), now() FROM identity_sync \
+             ON CONFLICT (id) DO UPDATE SET seen = EXCLUDED.seen, alive_at = now(), \
+             lease_until = now()",
         )
         .bind(replica)
         .execute(pool)
         .await?;
         self.set_listening(true);
-        let mut heartbeat = tokio::time::interval(HEARTBEAT);
-        let Some(mut held) = self.held() else {
-            return Ok(());
-        };
+        let own_ping = format!("ping:{replica}:");
+        // Pings in flight: their number, when they were sent (here, and in the database's time).
+        let mut pings: std::collections::VecDeque<(u64, tokio::time::Instant, f64)> =
+            std::collections::VecDeque::new();
+        let mut next_ping: u64 = 0;
+        let mut ping = tokio::time::interval(PING);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            if *held.borrow_and_update() {
-                tokio::select! {
-                    _ = held.changed() => {}
-                    _ = heartbeat.tick() => {
-                        sqlx::query("UPDATE api_replicas SET alive_at = now() WHERE id = $1")
-                            .bind(replica)
-                            .execute(pool)
-                            .await?;
-                    }
-                }
-                continue;
-            }
+            let hold = *held.borrow_and_update();
             tokio::select! {
                 _ = held.changed() => {}
-                // Both cancel-safe: a notification is taken whole or not at all.
-                received = listener.try_recv() => match received {
+                _ = ping.tick() => {
+                    let sent = tokio::time::Instant::now();
+                    let at: f64 = sqlx::query_scalar(
+                        "SELECT extract(epoch FROM clock_timestamp())::float8 \
+                         FROM (SELECT pg_notify($1, $2)) AS sent",
+                    )
+                    .bind(CHANNEL)
+                    .bind(format!("{own_ping}{next_ping}"))
+                    .fetch_one(pool)
+                    .await?;
+                    pings.push_back((next_ping, sent, at));
+                    next_ping += 1;
+                    // A ping lost with a connection that came back: forget the oldest.
+                    while pings.len() > 64 {
+                        pings.pop_front();
+                    }
+                }
+                // Cancel-safe: a notification is taken whole or not at all. Held back (fault
+                // tests), notifications wait on the connection, unread.
+                received = listener.try_recv(), if !hold => match received {
                     Ok(Some(notification)) => {
-                        match notification.payload().strip_prefix("sync:") {
-                            Some(sync) => {
-                                let sync: i64 = sync.parse().map_err(|_| {
-                                    sqlx::Error::Protocol(format!("a sync that is not a number: {sync}"))
-                                })?;
+                        let payload = notification.payload();
+                        if let Some(sync) = payload.strip_prefix("sync:") {
+                            let sync: i64 = sync.parse().map_err(|_| {
+                                sqlx::Error::Protocol(format!("a sync that is not a number: {sync}"))
+                            })?;
+                            sqlx::query(
+                                "UPDATE api_replicas SET seen = GREATEST(seen, $2), alive_at = now() \
+                                 WHERE id = $1",
+                            )
+                            .bind(replica)
+                            .bind(sync)
+                            .execute(pool)
+                            .await?;
+                        } else if let Some(number) = payload.strip_prefix(own_ping.as_str()) {
+                            let Ok(number) = number.parse::<u64>() else { continue };
+                            while pings.front().is_some_and(|(n, _, _)| *n < number) {
+                                pings.pop_front();
+                            }
+                            if let Some((_, sent, at)) =
+                                pings.pop_front().filter(|(n, _, _)| *n == number)
+                            {
                                 sqlx::query(
-                                    "UPDATE api_replicas SET seen = GREATEST(seen, $2), alive_at = now() \
+                                    "UPDATE api_replicas SET alive_at = now(), \
+                                     lease_until = to_timestamp($2) + make_interval(secs => $3) \
                                      WHERE id = $1",
                                 )
                                 .bind(replica)
-                                .bind(sync)
+                                .bind(at)
+                                .bind(LEASE.as_secs_f64())
                                 .execute(pool)
                                 .await?;
+                                self.confirmed(sent);
                             }
-                            None => self.changed(),
+                        } else if !payload.starts_with("ping:") {
+                            self.changed();
                         }
                     }
                     // `try_recv` answers `None` when the connection was lost; `recv` would
@@ -373,15 +446,14 @@ impl IdentityChanges {
                     Err(sqlx::Error::PoolClosed) => return Ok(()),
                     Err(err) => return Err(err),
                 },
-                _ = heartbeat.tick() => {
-                    sqlx::query("UPDATE api_replicas SET alive_at = now() WHERE id = $1")
-                        .bind(replica)
-                        .execute(pool)
-                        .await?;
-                }
             }
         }
     }
+}
+
+/// Nanoseconds from `start` to `at` (0 before it).
+fn nanos_since(start: tokio::time::Instant, at: tokio::time::Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -393,11 +465,28 @@ mod tests {
         let changes = IdentityChanges::notified();
         assert_eq!(changes.mark().await, None);
         changes.set_listening(true);
+        assert_eq!(changes.mark().await, None, "not before a ping came back");
+        changes.confirmed(tokio::time::Instant::now());
         let before = changes.mark().await.expect("a mark while listening");
         changes.changed();
         let after = changes.mark().await.expect("a mark while listening");
         assert_ne!(before, after);
         changes.set_listening(false);
         assert_eq!(changes.mark().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_replica_whose_pings_stop_coming_back_stops_answering_from_memory() {
+        let changes = IdentityChanges::notified();
+        changes.set_listening(true);
+        // The last ping that came back was sent just over a lease ago.
+        let long_ago = tokio::time::Instant::now()
+            .checked_sub(LEASE + Duration::from_millis(1))
+            .expect("the monotonic clock runs that long");
+        changes.confirmed(long_ago);
+        assert_eq!(changes.mark().await, None, "the lease ran out");
+        // One sent just now gives a lease again.
+        changes.confirmed(tokio::time::Instant::now());
+        assert!(changes.mark().await.is_some(), "within the lease");
     }
 }

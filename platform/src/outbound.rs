@@ -6,11 +6,13 @@
 //!   elsewhere is answered to the caller as the 3xx it is, which callers treat as a failure.
 //! - `OUTBOUND_CA_FILE` adds roots to the platform's trust store (private CAs, tests).
 //! - Server-side request forgery guard: a destination that resolves to a loopback, private,
-//!   link-local, multicast, unspecified or otherwise non-public address is refused, unless
-//!   `OUTBOUND_ALLOW_PRIVATE`. The check runs in the client's own resolver, so it holds on every
+//!   link-local, multicast, unspecified or otherwise non-public address is refused (NAT64,
+//!   Teredo and 6to4 included, decisions §18), unless `OUTBOUND_ALLOW_PRIVATE`, which never
+//!   opens link-local addresses (cloud metadata). The check runs in the client's own resolver, so it holds on every
 //!   connect (a DNS answer that changes after a URL was saved cannot slip past it); addresses
 //!   written as IP literals, which skip the resolver, are checked before each request.
 //! - Errors never carry the URL: a chat webhook URL is itself a credential.
+//! - Proxies: only `OUTBOUND_PROXY`; the environment's proxy variables are ignored.
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -35,8 +37,12 @@ const MAX_REDIRECTS: usize = 5;
 pub struct OutboundSettings {
     /// PEM certificates to trust besides the platform's roots.
     pub extra_roots_pem: Option<Vec<u8>>,
-    /// Allow loopback and private destinations (on-premises deployments, tests).
+    /// Allow loopback and private destinations (on-premises deployments, tests); link-local
+    /// ones (cloud metadata) never.
     pub allow_private: bool,
+    /// `OUTBOUND_PROXY`: the one proxy outbound calls go through. Proxy variables of the
+    /// environment (`HTTPS_PROXY`, …) are never read.
+    pub proxy: Option<Url>,
 }
 
 /// Why an outbound call did not get an answer. Never names the URL.
@@ -140,24 +146,66 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (first == 0x2001 && ip.segments()[1] == 0x0db8)
         // IPv4-compatible (deprecated) and the discard prefix.
         || ip.segments()[..6] == [0, 0, 0, 0, 0, 0]
-        || first == 0x0100)
+        || first == 0x0100
+        // NAT64, 64:ff9b::/96 and the local-use 64:ff9b:1::/48: they reach IPv4 space
+        // through a translator, private space included.
+        || (first == 0x0064 && ip.segments()[1] == 0xff9b
+            && (ip.segments()[2..6] == [0, 0, 0, 0] || ip.segments()[2] == 1))
+        // Teredo, 2001::/32, and 6to4, 2002::/16: tunnels to IPv4 hosts.
+        || (first == 0x2001 && ip.segments()[1] == 0)
+        || first == 0x2002)
 }
 
-/// Resolves through the system resolver and keeps only the addresses the guard allows.
+/// Link-local addresses (169.254.0.0/16, fe80::/10, and IPv4 link-local mapped into IPv6):
+/// where cloud metadata services answer. Refused even when private destinations are allowed.
+pub fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return v4.is_link_local();
+            }
+            let [a, b, c, d] = [
+                v6.segments()[6] >> 8,
+                v6.segments()[6] & 0xff,
+                v6.segments()[7] >> 8,
+                v6.segments()[7] & 0xff,
+            ];
+            let compatible = v6.segments()[..6] == [0, 0, 0, 0, 0, 0]
+                && Ipv4Addr::new(a as u8, b as u8, c as u8, d as u8).is_link_local();
+            compatible || (v6.segments()[0] & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// Whether the guard lets the service connect to `ip`: a public address, or, with
+/// `OUTBOUND_ALLOW_PRIVATE`, any address but a link-local one.
+pub fn is_allowed(ip: IpAddr, allow_private: bool) -> bool {
+    is_public(ip) || (allow_private && !is_link_local(ip))
+}
+
+/// Resolves through the system resolver and keeps only the addresses the guard allows. The
+/// configured proxy's own name (`OUTBOUND_PROXY`, chosen by the operator) is resolved without
+/// the guard: through a proxy, the destination is the proxy's to reach.
 struct GuardedResolver {
     allow_private: bool,
+    proxy_host: Option<String>,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let allow_private = self.allow_private;
         let host = name.as_str().to_owned();
+        let allow_private = self.allow_private;
+        let unguarded = self
+            .proxy_host
+            .as_deref()
+            .is_some_and(|proxy| proxy.eq_ignore_ascii_case(&host));
         Box::pin(async move {
             let found: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let allowed: Vec<SocketAddr> = found
                 .into_iter()
-                .filter(|addr| allow_private || is_public(addr.ip()))
+                .filter(|addr| unguarded || is_allowed(addr.ip(), allow_private))
                 .collect();
             if allowed.is_empty() {
                 return Err(
@@ -219,7 +267,21 @@ impl Outbound {
             .redirect(redirects)
             .dns_resolver(Arc::new(GuardedResolver {
                 allow_private: settings.allow_private,
+                proxy_host: settings
+                    .proxy
+                    .as_ref()
+                    .and_then(|p| p.host_str().map(str::to_owned)),
             }));
+        // reqwest reads `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` from the environment unless
+        // told otherwise: a variable set for some other program would carry the service's
+        // calls past its guard.
+        builder = match &settings.proxy {
+            Some(proxy) => builder.proxy(
+                reqwest::Proxy::all(proxy.as_str())
+                    .map_err(|e| anyhow::anyhow!("OUTBOUND_PROXY: {}", e.without_url()))?,
+            ),
+            None => builder.no_proxy(),
+        };
         if let Some(pem) = &settings.extra_roots_pem {
             let roots = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| anyhow::anyhow!("OUTBOUND_CA_FILE: {}", e.without_url()))?;
@@ -289,7 +351,7 @@ pub fn check_url(url: &Url, allow_private: bool) -> Result<(), OutboundError> {
         Some(Host::Domain(_)) => return Ok(()),
         None => return Err(OutboundError::Refused("the URL has no host".into())),
     };
-    if allow_private || is_public(ip) {
+    if is_allowed(ip, allow_private) {
         Ok(())
     } else {
         Err(OutboundError::Refused(format!(
@@ -316,7 +378,10 @@ pub async fn check_destination(url: &Url, allow_private: bool) -> Result<(), Out
     if found.is_empty() {
         return Err(OutboundError::Refused(format!("{name} does not resolve")));
     }
-    if !allow_private && found.iter().any(|addr| !is_public(addr.ip())) {
+    if found
+        .iter()
+        .any(|addr| !is_allowed(addr.ip(), allow_private))
+    {
         return Err(OutboundError::Refused(format!(
             "{name} resolves to a non-public address"
         )));
@@ -428,7 +493,12 @@ mod tests {
             assert!(!is_public(refused.parse().expect("ip")), "{refused}");
         }
         // Nearby public space stays public.
-        for public in ["2001:4860:4860::8888", "2003::1", "64:ff9a::1", "100.63.255.255"] {
+        for public in [
+            "2001:4860:4860::8888",
+            "2003::1",
+            "64:ff9a::1",
+            "100.63.255.255",
+        ] {
             assert!(is_public(public.parse().expect("ip")), "{public}");
         }
     }
@@ -449,7 +519,10 @@ mod tests {
             "http://[::ffff:169.254.169.254]/",
         ] {
             assert!(
-                matches!(open.check_url(&url(refused)), Err(OutboundError::Refused(_))),
+                matches!(
+                    open.check_url(&url(refused)),
+                    Err(OutboundError::Refused(_))
+                ),
                 "{refused}"
             );
         }

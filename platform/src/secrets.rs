@@ -45,6 +45,11 @@ pub fn equal(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
+/// [`equal`] for bytes (hashes).
+pub fn equal_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
 /// Whether `value` has the shape of a minted secret with `prefix` (cheap rejection before a
 /// database lookup).
 pub fn well_formed(prefix: &str, value: &str) -> bool {

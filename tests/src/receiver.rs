@@ -353,6 +353,7 @@ mod tests {
         Outbound::new(&OutboundSettings {
             extra_roots_pem: Some(TestCa::get().pem.clone().into_bytes()),
             allow_private: true,
+            proxy: None,
         })
         .expect("client")
     }
@@ -387,6 +388,7 @@ mod tests {
         let untrusting = Outbound::new(&OutboundSettings {
             extra_roots_pem: None,
             allow_private: true,
+            proxy: None,
         })
         .expect("client");
         let request = untrusting.request(Method::GET, &url).expect("allowed");
@@ -394,6 +396,7 @@ mod tests {
         let guarded = Outbound::new(&OutboundSettings {
             extra_roots_pem: Some(TestCa::get().pem.clone().into_bytes()),
             allow_private: false,
+            proxy: None,
         })
         .expect("client");
         let request = guarded.request(Method::GET, &url).expect("a name");

@@ -11,7 +11,9 @@ use poem_openapi::{
     types::Type,
 };
 use protocol::wire::{CheckIn, CheckInAnswer, EnrollRequest, Enrolled, RenewRequest, Renewed};
-use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, TryIntoModel, sea_query::Expr};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, QueryFilter, QuerySelect, Set, TryIntoModel, sea_query::Expr,
+};
 use serde::de::DeserializeOwned;
 
 use super::{
@@ -137,7 +139,8 @@ pub struct AgentApi;
 #[OpenApi(tag = "Tag::Agent")]
 impl AgentApi {
     /// Enrol a host with an enrollment token and a CSR. A token that is not usable (unknown,
-    /// revoked, expired or used up) is 403 `forbidden` without saying why; a malformed CSR or
+    /// revoked, expired or used up: its `max_uses` counts the hosts it enrolled that are still
+    /// pending as well as the uses charged) is 403 `forbidden` without saying why; a malformed CSR or
     /// facts 400; a body over 64 KiB (as sent or decompressed) 413. Limited per client address
     /// (burst 1,000, then 50 a second), checked before the body is read.
     ///
@@ -153,7 +156,8 @@ impl AgentApi {
     ///
     /// The plan's host cap: on the free plan an organization has at most 5 hosts that are not
     /// decommissioned, and a sixth machine is 403 `plan-required` (re-enrolling a pending host
-    /// does not count again; reviving a decommissioned one does).
+    /// does not count again; reviving a decommissioned one does). A host still pending 24 hours
+    /// after enrolling is removed (audited as `host.pending_expired`), freeing its place.
     #[oai(
         path = "/v1/agent/enroll",
         method = "post",
@@ -176,12 +180,18 @@ impl AgentApi {
             return Err(refused().into());
         }
         let txn = state.db.begin_write().await?;
-        let token =
-            enrollment_tokens::Entity::by_credential(platform::secrets::hash(request.token.trim()))
-                .one(&txn)
-                .await?
-                .filter(|t| usable(t, now))
-                .ok_or_else(refused)?;
+        let mut token =
+            enrollment_tokens::Entity::by_credential(platform::secrets::hash(request.token.trim()));
+        if state.db.kind() == platform::config::DatabaseKind::Postgres {
+            // Enrolments of one token take turns, so that `max_uses` counts each pending host
+            // (SQLite's writers already take turns).
+            token = token.lock_exclusive();
+        }
+        let token = token
+            .one(&txn)
+            .await?
+            .filter(|t| usable(t, now))
+            .ok_or_else(refused)?;
         let default_plan = domain::billing::default_plan(&state.config);
         let host = store::enrol_host(
             &txn,

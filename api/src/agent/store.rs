@@ -141,11 +141,16 @@ pub async fn enrol_host(
     default_plan: &Plan,
 ) -> Result<hosts::Model, ApiError> {
     let scope = OrgScope::of(token.org_id);
-    let existing = scope
+    let mut existing = scope
         .rows::<hosts::Entity>()
-        .filter(hosts::Column::MachineId.eq(facts.machine_id.as_str()))
-        .one(txn)
-        .await?;
+        .filter(hosts::Column::MachineId.eq(facts.machine_id.as_str()));
+    if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        // The host's row, held to the commit: a first check-in in flight (which writes this row)
+        // finishes first and is seen below, and none can start until this enrolment is done.
+        // Read without the lock, a pending host whose check-in was committing would be re-bound.
+        existing = existing.lock_exclusive();
+    }
+    let existing = existing.one(txn).await?;
     if let Some(host) = &existing
         && host.decommissioned_at.is_none()
         && host.last_seen_at.is_some()
@@ -157,6 +162,7 @@ pub async fn enrol_host(
                 .into(),
         ));
     }
+    within_max_uses(txn, scope, token, existing.as_ref().map(|h| h.id)).await?;
     let counted_already = existing
         .as_ref()
         .is_some_and(|host| host.decommissioned_at.is_none());
@@ -258,6 +264,37 @@ pub async fn enrol_host(
     )
     .await?;
     Ok(host)
+}
+
+/// A token's `max_uses` bounds the enrolments still pending plus the uses already charged
+/// (decisions §18), so that a leaked single-use token enrols one host, not any number of
+/// pending ones. `rebinding` is a pending host of the same machine enrolling again: not a
+/// second enrolment. The caller holds the token's row (Postgres), so enrolments of one token
+/// count one after the other. Refused like any unusable token: 403 without saying why.
+async fn within_max_uses(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    token: &enrollment_tokens::Model,
+    rebinding: Option<Uuid>,
+) -> Result<(), ApiError> {
+    let Some(max_uses) = token.max_uses else {
+        return Ok(());
+    };
+    let mut pending = scope
+        .rows::<hosts::Entity>()
+        .filter(hosts::Column::EnrollmentTokenId.eq(token.id))
+        .filter(hosts::Column::LastSeenAt.is_null())
+        .filter(hosts::Column::DecommissionedAt.is_null());
+    if let Some(host_id) = rebinding {
+        pending = pending.filter(hosts::Column::Id.ne(host_id));
+    }
+    let pending = i64::try_from(pending.count(txn).await?).unwrap_or(i64::MAX);
+    if i64::from(token.uses).saturating_add(pending) >= i64::from(max_uses) {
+        return Err(ApiError::forbidden(
+            "This enrollment token cannot enrol hosts.",
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses one more host that is not decommissioned when the plan caps them and the cap is

@@ -128,7 +128,8 @@ impl Caller {
 /// The client's address, as the audit log records it (see [`crate::http::client_address`]).
 pub use crate::http::client_address::client_ip;
 
-fn cookie_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub fn cookie_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
     req.headers()
         .get_all("cookie")
         .iter()
@@ -426,11 +427,12 @@ async fn membership(
     }
 }
 
-/// The bucket of one caller in one organization: a person (all their sessions) or one API
-/// token.
+/// The share a caller takes from in one organization: a person's (all their sessions), or the
+/// one all the organization's API tokens share (decisions §18: one admin minting a second
+/// token must not get a second half of the organization's limit).
 fn caller_bucket(org_id: Uuid, caller: &Caller) -> String {
     match &caller.via {
-        Via::ApiToken { token_id, .. } => format!("caller:{org_id}:atk:{token_id}"),
+        Via::ApiToken { .. } => format!("caller:{org_id}:api-tokens"),
         Via::Session { .. } => format!("caller:{org_id}:usr:{}", caller.account.id),
     }
 }
@@ -453,9 +455,9 @@ fn refused(decision: &rate_limit::Decision) -> ApiError {
 /// Takes one request from the caller's share, then from the organization's limit, adding the
 /// `RateLimit-*` headers of whichever of the two is nearer to running out.
 ///
-/// The share (half the organization's burst and rate, [`Limit::share`]) keeps one member or
-/// one API token from spending the whole organization's limit; a request refused by the share
-/// takes nothing from the organization.
+/// The share (half the organization's burst and rate, [`Limit::share`]) keeps one member, or
+/// the organization's API tokens together, from spending the whole organization's limit; a
+/// request refused by the share takes nothing from the organization.
 async fn limit_org(
     req: &Request,
     state: &AppState,

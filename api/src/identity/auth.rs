@@ -2,6 +2,7 @@
 //! session they start (decisions §3).
 
 use chrono::{DateTime, Utc};
+use domain::email_limits::LinkKind;
 use entities::{accounts, email_tokens, memberships, organizations, sessions};
 use platform::{ids::AccountId, jobs::SendLink};
 use poem::Request;
@@ -30,12 +31,6 @@ const PER_IP: Limit = Limit {
     burst: 20,
     per_second: 0.2,
 };
-/// Per email address, for the operations that send email.
-const PER_ADDRESS: Limit = Limit {
-    burst: 3,
-    per_second: 1.0 / 60.0,
-};
-
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
 pub struct MagicLinkRequest {
@@ -126,11 +121,17 @@ impl NewSession {
 }
 
 fn cookie_header(state: &AppState, value: &str, max_age: i64) -> String {
+    cookie(state, SESSION_COOKIE, value, "/", max_age)
+}
+
+/// A `Set-Cookie` value for one of the service's cookies: HttpOnly, SameSite=Lax, and Secure
+/// unless the deployment is plain http on localhost.
+pub fn cookie(state: &AppState, name: &str, value: &str, path: &str, max_age: i64) -> String {
     let url = &state.config.base_url;
     let local_http = url.scheme() == "http"
         && matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
     let secure = if local_http { "" } else { "; Secure" };
-    format!("{SESSION_COOKIE}={value}; HttpOnly; SameSite=Lax; Path=/; Max-Age={max_age}{secure}")
+    format!("{name}={value}; HttpOnly; SameSite=Lax; Path={path}; Max-Age={max_age}{secure}")
 }
 
 /// Starts a session for `account_id` on `db` (the caller's transaction).
@@ -170,31 +171,33 @@ pub async fn sso_required<C: ConnectionTrait>(
 }
 
 /// Applies the per-client-address limit of the unauthenticated operations (the address of
-/// [`client_address`]: `X-Forwarded-For` counts only from a trusted proxy), and the
-/// per-email-address one.
-pub async fn limit_anonymous(
-    state: &AppState,
-    req: &Request,
-    address: Option<&Email>,
-) -> Result<(), ApiError> {
+/// [`client_address`]: `X-Forwarded-For` counts only from a trusted proxy).
+pub async fn limit_anonymous(state: &AppState, req: &Request) -> Result<(), ApiError> {
     let now = state.clock.now();
-    let client = client_address::limit_key(req);
-    let mut keys = vec![(format!("auth-ip:{client}"), PER_IP)];
-    if let Some(address) = address {
-        let hashed = platform::secrets::hash(address.as_str());
-        let hex: String = hashed.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        keys.push((format!("auth-email:{hex}"), PER_ADDRESS));
-    }
-    for (key, limit) in keys {
-        let decision = rate_limit::take(&state.db, &key, limit, now).await?;
-        if !decision.allowed {
-            return Err(ApiError::RateLimited {
-                retry_after_s: decision.retry_after_s,
-                limit: decision.limit,
-            });
-        }
+    let key = format!("auth-ip:{}", client_address::limit_key(req));
+    let decision = rate_limit::take(&state.db, &key, PER_IP, now).await?;
+    if !decision.allowed {
+        return Err(ApiError::RateLimited {
+            retry_after_s: decision.retry_after_s,
+            limit: decision.limit,
+        });
     }
     Ok(())
+}
+
+/// Whether a link of `kind` may be emailed to `email` now (decisions §18: 1 a minute and 5 an
+/// hour per address and kind); when it may, its place is taken.
+async fn may_email(state: &AppState, kind: LinkKind, email: &Email) -> Result<bool, ApiError> {
+    let txn = state.db.begin_write().await?;
+    let allowed = domain::email_limits::take(&txn, kind, email.as_str(), state.clock.now()).await?;
+    txn.commit().await?;
+    if !allowed {
+        tracing::info!(
+            kind = ?kind,
+            "an emailed link was asked for again too soon: answered 202, nothing sent"
+        );
+    }
+    Ok(allowed)
 }
 
 /// Marks an unused, unexpired token of `purpose` used and returns it; `invalid-token` for any
@@ -236,7 +239,9 @@ type VerifyErrors = Errors<(BadRequest, Forbidden, NotFound, Conflict, TooManyRe
 impl AuthApi {
     /// Request a sign-up email. Always 202 whether or not the address has an account; the
     /// emailed link (`{SERVICE_BASE_URL}/sign-up/verify?token=…`) is valid once, for 15
-    /// minutes. Limited per client address and per email address (429 `rate-limited`).
+    /// minutes. Limited per client address (429 `rate-limited`); an address is sent at most one
+    /// sign-up link a minute and five an hour, and a request beyond that is still answered 202
+    /// (nothing is sent).
     #[oai(path = "/v1/auth/sign-up", method = "post", operation_id = "signUp")]
     async fn sign_up(
         &self,
@@ -248,7 +253,10 @@ impl AuthApi {
         let name = input::name("name", &body.name)?;
         let org_name = input::name("organization.name", &body.organization.name)?;
         let slug = Slug::parse("organization.slug", &body.organization.slug)?;
-        limit_anonymous(&state, req, Some(&email)).await?;
+        limit_anonymous(&state, req).await?;
+        if !may_email(&state, LinkKind::SignUp, &email).await? {
+            return Ok(Accepted::Accepted);
+        }
         // The worker mints the token when it sends the email: no credential in the queue.
         state
             .queue
@@ -264,7 +272,9 @@ impl AuthApi {
 
     /// Request a sign-in email. Always 202 whether or not the address has an account; only an
     /// existing account is sent a link (`{SERVICE_BASE_URL}/sign-in/verify?token=…`), valid
-    /// once, for 15 minutes. Limited per client address and per email address.
+    /// once, for 15 minutes. Limited per client address (429 `rate-limited`); an address is
+    /// sent at most one sign-in link a minute and five an hour (a sign-up link does not count),
+    /// and a request beyond that is still answered 202 (nothing is sent).
     #[oai(
         path = "/v1/auth/magic-link",
         method = "post",
@@ -277,9 +287,13 @@ impl AuthApi {
         body: Json<MagicLinkRequest>,
     ) -> Result<Accepted, AnonErrors> {
         let email = Email::parse("email", &body.email)?;
-        limit_anonymous(&state, req, Some(&email)).await?;
+        limit_anonymous(&state, req).await?;
         // The same work whether or not the address has an account (the answer's timing tells
-        // nothing): the worker looks the account up, mints the token and sends the link.
+        // nothing): the limit is counted, and the worker looks the account up, mints the token
+        // and sends the link.
+        if !may_email(&state, LinkKind::SignIn, &email).await? {
+            return Ok(Accepted::Accepted);
+        }
         state
             .queue
             .push(SendLink::SignIn {
@@ -304,7 +318,7 @@ impl AuthApi {
         req: &Request,
         body: Json<VerifyRequest>,
     ) -> Result<SignedIn, VerifyErrors> {
-        limit_anonymous(&state, req, None).await?;
+        limit_anonymous(&state, req).await?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let token = consume_token(&txn, "sign_in", body.token.trim(), now).await?;
@@ -348,7 +362,7 @@ impl AuthApi {
         req: &Request,
         body: Json<VerifyRequest>,
     ) -> Result<SignedIn, VerifyErrors> {
-        limit_anonymous(&state, req, None).await?;
+        limit_anonymous(&state, req).await?;
         let now = state.clock.now();
         let ip = access::client_ip(req);
         let txn = state.db.begin_write().await?;

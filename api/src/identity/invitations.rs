@@ -58,6 +58,13 @@ pub struct Invitation {
     pub role: String,
     /// pending, accepted, revoked or expired.
     pub status: String,
+    /// Why it was revoked when nobody revoked it by hand: its inviter may no longer invite,
+    /// or the identity provider no longer provisions the person. Null otherwise.
+    #[oai(nullable)]
+    pub revoked_reason: Option<String>,
+    /// Sent by SCIM provisioning to an address outside the organization's verified domains:
+    /// the person becomes a member by accepting it, with the role their groups give then.
+    pub via_scim: bool,
     /// Who invited (`usr_`).
     pub invited_by: AccountId,
     pub created_at: DateTime<Utc>,
@@ -94,34 +101,74 @@ fn invitation(row: invitations::Model, now: DateTime<Utc>) -> Invitation {
         role: row.role,
         status: status.to_owned(),
         invited_by: AccountId::from(row.invited_by),
+        revoked_reason: row.revoked_reason,
+        via_scim: row.via_scim,
         created_at: row.created_at,
         expires_at: row.expires_at,
     }
 }
 
-/// An invitation holds only while whoever sent it is still a member whose role may invite
-/// that role (decisions §4: admins and owners; never above their own role).
-async fn inviter_may_still_invite(
+/// Why an invitation no longer holds: words for the person, and the reason recorded on it.
+type Refusal = (&'static str, &'static str);
+
+/// The role an invitation gives when it is accepted now, or why it no longer holds:
+/// - one an admin sent holds only while whoever sent it is still a member whose role may
+///   invite that role (decisions §4: admins and owners; never above their own role);
+/// - one SCIM sent (an address outside the verified domains, decisions §18) holds while the
+///   provider still provisions the person, with a live token, and gives the role their groups
+///   give now.
+async fn authority(
     txn: &DatabaseTransaction,
+    scope: OrgScope,
     invitation: &invitations::Model,
-) -> Result<(), ApiError> {
+) -> Result<Result<Role, Refusal>, ApiError> {
+    if invitation.via_scim {
+        let rules = crate::scim::v2::provision::role_rules(txn, scope)
+            .await
+            .map_err(|e| {
+                ApiError::Internal(anyhow::Error::from(e).context("reading the role rules"))
+            })?;
+        let account = accounts::Entity::rows()
+            .filter(accounts::Column::Email.eq(invitation.email.as_str()))
+            .one(txn)
+            .await?;
+        let role = match (&rules.issuer, account) {
+            (Some(_), Some(account)) => {
+                crate::scim::v2::provision::desired_role(txn, scope, &rules, account.id)
+                    .await
+                    .map_err(|e| {
+                        ApiError::Internal(
+                            anyhow::Error::from(e).context("reading the provisioned role"),
+                        )
+                    })?
+                    .1
+            }
+            _ => None,
+        };
+        return Ok(role.ok_or((
+            "The organization's identity provider no longer gives you a role there; ask one of \
+             its owners.",
+            "The identity provider no longer provisions this person.",
+        )));
+    }
     let invited: Role = invitation
         .role
         .parse()
         .map_err(|()| ApiError::Internal(anyhow::anyhow!("unknown stored role")))?;
-    let inviter = OrgScope::of(invitation.org_id)
+    let inviter = scope
         .member(invitation.invited_by.into())
         .one(txn)
         .await?
         .and_then(|m| m.role.parse::<Role>().ok());
-    match inviter {
-        Some(role) if role.allows(Right::Administer) && role.at_least(invited) => Ok(()),
-        _ => Err(ApiError::state(
-            StateRefusal::InvalidState,
+    Ok(match inviter {
+        Some(role) if role.allows(Right::Administer) && role.at_least(invited) => Ok(invited),
+        _ => Err((
             "Whoever sent this invitation can no longer invite to this organization; ask one of \
              its admins for a new invitation.",
+            "Whoever sent it can no longer invite to this organization (the inviter was removed \
+             or given a lower role).",
         )),
-    }
+    })
 }
 
 pub struct InvitationsApi;
@@ -181,6 +228,8 @@ impl InvitationsApi {
             expires_at: Set(now + INVITATION_TTL),
             accepted_at: Set(None),
             revoked_at: Set(None),
+            revoked_reason: Set(None),
+            via_scim: Set(false),
         }
         .insert(&txn)
         .await?;
@@ -254,7 +303,10 @@ impl InvitationsApi {
     ///
     /// An invitation carries its inviter's authority: when the inviter is no longer a member,
     /// or no longer has a role that may invite that role, it is refused with 409
-    /// `invalid-state` (ask an admin for a new one).
+    /// `invalid-state` (ask an admin for a new one) and listed as `revoked` with its
+    /// `revoked_reason` from then on. An invitation SCIM sent gives the role the identity
+    /// provider's groups give at acceptance, and is refused the same way once the provider no
+    /// longer provisions the person.
     #[oai(
         path = "/v1/invitations/accept",
         method = "post",
@@ -268,7 +320,7 @@ impl InvitationsApi {
         body: Json<VerifyRequest>,
     ) -> Result<SignedIn, Errors<(BadRequest, Forbidden, NotFound, Conflict, TooManyRequests)>>
     {
-        limit_anonymous(&state, req, None).await?;
+        limit_anonymous(&state, req).await?;
         let token = body.token.trim();
         if !platform::secrets::well_formed("", token) {
             return Err(ApiError::InvalidToken.into());
@@ -301,7 +353,32 @@ impl InvitationsApi {
         // Serializes with role changes and removals, so the inviter checked is the one that
         // stands when the membership is added.
         lock_org(&state, &txn, scope).await?;
-        inviter_may_still_invite(&txn, &row).await?;
+        let role = match authority(&txn, scope, &row).await? {
+            Ok(role) => role,
+            Err(refusal) => {
+                // Over for good: the list says so, and the link stays dead.
+                drop(txn);
+                let (message, reason) = refusal;
+                let txn = state.db.begin_write().await?;
+                scope
+                    .update_rows::<invitations::Entity>()
+                    .col_expr(invitations::Column::RevokedAt, Expr::value(now))
+                    .col_expr(invitations::Column::RevokedReason, Expr::value(reason))
+                    .filter(invitations::Column::Id.eq(row.id))
+                    .filter(invitations::Column::AcceptedAt.is_null())
+                    .filter(invitations::Column::RevokedAt.is_null())
+                    .exec(&txn)
+                    .await?;
+                Entry::new("invitation.refused")
+                    .org(row.org_id)
+                    .target(InvitationId::from(row.id))
+                    .details(serde_json::json!({ "email": row.email, "reason": reason }))
+                    .write(&txn, now)
+                    .await?;
+                txn.commit().await?;
+                return Err(ApiError::state(StateRefusal::InvalidState, message).into());
+            }
+        };
         // An address at an enforcing organization's verified domain joins through its provider.
         if sso_required(&state, &txn, &row.email).await? {
             return Err(ApiError::SsoRequired.into());
@@ -331,7 +408,7 @@ impl InvitationsApi {
             memberships::ActiveModel {
                 org_id: Set(org.id),
                 account_id: Set(account.id),
-                role: Set(row.role.clone()),
+                role: Set(role.as_str().to_owned()),
                 created_at: Set(now),
             }
             .insert(&txn)
@@ -341,7 +418,7 @@ impl InvitationsApi {
             .org(org.id)
             .account(account.id, ip)
             .target(InvitationId::from(row.id))
-            .details(serde_json::json!({ "email": account.email, "role": row.role, "already_member": already.is_some() }))
+            .details(serde_json::json!({ "email": account.email, "role": role.as_str(), "already_member": already.is_some(), "via_scim": row.via_scim }))
             .write(&txn, now)
             .await?;
         let session = start_session(&state, &txn, account.id, now).await?;

@@ -26,7 +26,7 @@ use crate::{
     http::tags::Tag,
     http::text::RoleText,
     identity::audit::Entry,
-    identity::roles::{Administer, AdministerInPerson, Role},
+    identity::roles::{Administer, AdministerInPerson, MemberInPerson, Right, Role},
 };
 
 #[derive(Object)]
@@ -171,6 +171,9 @@ impl MembersApi {
         let mut changed: memberships::ActiveModel = current.clone().into();
         changed.role = Set(role.as_str().to_owned());
         let updated = changed.update(&txn).await?;
+        if current_role == Role::Owner && role != Role::Owner {
+            crate::scim::token::revoke_issued_by(&txn, scope, account_id.uuid(), now).await?;
+        }
         Entry::new("member.role_changed")
             .org(org.org_id())
             .by(&org.caller)
@@ -186,8 +189,11 @@ impl MembersApi {
         Ok(Json(member(account, updated)))
     }
 
-    /// Remove a member (or leave, for oneself). Only an owner may remove an owner; the last owner
-    /// cannot be removed (409 `invalid-state`). Their API tokens here are revoked.
+    /// Remove a member, or leave: any member may remove themselves (the last owner may not);
+    /// removing anybody else needs admin or above (403 `forbidden` otherwise), and only an owner
+    /// may remove an owner. The last owner cannot be removed (409 `invalid-state`). Their API
+    /// tokens here are revoked; an owner's SCIM token stops working. Audited as
+    /// `member.removed`, or `member.left` for oneself.
     ///
     /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
     #[oai(
@@ -197,12 +203,19 @@ impl MembersApi {
     )]
     async fn remove(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<MemberInPerson>,
         state: poem::web::Data<&AppState>,
         /// The member's account id (`usr_`).
         member_id: Path<AccountId>,
     ) -> Result<Removed, MemberErrors> {
         let account_id = *member_id;
+        let leaving = account_id.uuid() == org.caller.account_id();
+        if !leaving && !org.role.allows(Right::Administer) {
+            return Err(ApiError::forbidden(
+                "Removing another member needs role admin or above; any member may leave.",
+            )
+            .into());
+        }
         let now = state.clock.now();
         let scope = org.scope();
         let txn = state.db.begin_write().await?;
@@ -236,13 +249,20 @@ impl MembersApi {
             .filter(api_tokens::Column::RevokedAt.is_null())
             .exec(&txn)
             .await?;
-        Entry::new("member.removed")
-            .org(org.org_id())
-            .by(&org.caller)
-            .target(account_id)
-            .details(serde_json::json!({ "role": current.role }))
-            .write(&txn, now)
-            .await?;
+        if current.role == Role::Owner.as_str() {
+            crate::scim::token::revoke_issued_by(&txn, scope, account_id.uuid(), now).await?;
+        }
+        Entry::new(if leaving {
+            "member.left"
+        } else {
+            "member.removed"
+        })
+        .org(org.org_id())
+        .by(&org.caller)
+        .target(account_id)
+        .details(serde_json::json!({ "role": current.role }))
+        .write(&txn, now)
+        .await?;
         txn.commit().await?;
         Ok(Removed::Removed)
     }

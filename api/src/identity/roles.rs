@@ -90,8 +90,12 @@ pub enum Right {
     Operate,
     /// Manage enrollment tokens and policies; read and manage notification channels.
     Manage,
-    /// Members, invitations, API tokens, SSO, SCIM, the audit log.
+    /// Members, invitations, API tokens, the audit log.
     Administer,
+    /// The SSO connection, its domain claims and the SCIM token: whoever configures the
+    /// identity provider can sign in as anyone at the verified domains, owners included
+    /// (decisions §18).
+    IdentityProvider,
     /// Billing, billing usage, plan changes, deleting the organization.
     Billing,
     /// One's own digest setting.
@@ -104,7 +108,7 @@ impl Right {
             Right::ReadFleet | Right::OwnSettings => Role::Viewer,
             Right::Discuss | Right::Operate => Role::Operator,
             Right::Manage | Right::Administer => Role::Admin,
-            Right::Billing => Role::Owner,
+            Right::IdentityProvider | Right::Billing => Role::Owner,
         }
     }
 }
@@ -158,10 +162,22 @@ requirement!(
     "The organization's slug. Requires role `admin` or above."
 );
 requirement!(
-    /// SSO, SCIM, creating and revoking API tokens, invitations and member changes: admin and
-    /// above, in person (a session); never with an API token.
+    /// Creating and revoking API tokens, invitations and member changes: admin and above, in
+    /// person (a session); never with an API token.
     AdministerInPerson, Right::Administer, false,
     "The organization's slug. Requires role `admin` or above. API tokens are refused: a person must be signed in."
+);
+requirement!(
+    /// The SSO connection, domain claims and the SCIM token: the owner only, in person
+    /// (decisions §4, §18).
+    IdentityProviderInPerson, Right::IdentityProvider, false,
+    "The organization's slug. Requires role `owner`: whoever configures the identity provider can sign in as anyone at the verified domains, owners included. API tokens are refused: a person must be signed in."
+);
+requirement!(
+    /// Leaving (removing oneself): every member, in person. Removing anybody else needs admin,
+    /// checked by the operation.
+    MemberInPerson, Right::OwnSettings, false,
+    "The organization's slug. Requires role `admin` or above to remove another member; any member (`viewer` or above) may remove themselves, that is leave. API tokens are refused: a person must be signed in."
 );
 requirement!(
     /// Billing: the owner only, never with an API token.
@@ -179,12 +195,13 @@ mod tests {
     use super::*;
 
     /// Decisions §4, row by row: (right, owner, admin, operator, viewer).
-    const MATRIX: [(Right, [bool; 4]); 7] = [
+    const MATRIX: [(Right, [bool; 4]); 8] = [
         (Right::ReadFleet, [true, true, true, true]),
         (Right::Discuss, [true, true, true, false]),
         (Right::Operate, [true, true, true, false]),
         (Right::Manage, [true, true, false, false]),
         (Right::Administer, [true, true, false, false]),
+        (Right::IdentityProvider, [true, false, false, false]),
         (Right::Billing, [true, false, false, false]),
         (Right::OwnSettings, [true, true, true, true]),
     ];

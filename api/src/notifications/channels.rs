@@ -12,7 +12,7 @@ use domain::notifications::{
     config::{self, ChannelConfig},
     outbox,
 };
-use entities::notification_channels;
+use entities::{notification_channels, notification_events};
 use platform::ids::{ChannelId, OrgId};
 use poem_openapi::{
     ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::MaybeUndefined,
@@ -238,6 +238,34 @@ async fn sealed(
     ))
 }
 
+/// Tests of one channel allowed in any window of [`TEST_WINDOW_S`] (decisions §18).
+const TESTS_PER_HOUR: u64 = 10;
+const TEST_WINDOW_S: i64 = 3600;
+
+/// An email channel sends only to the organization's members and to addresses at its verified
+/// domains (decisions §18): 400 naming the first address that is neither.
+async fn recipients_allowed<C: sea_orm::ConnectionTrait>(
+    db: &C,
+    org_id: uuid::Uuid,
+    config: &ChannelConfig,
+) -> Result<(), ApiError> {
+    let ChannelConfig::Email { to } = config else {
+        return Ok(());
+    };
+    let refused = domain::notifications::recipients::refused(db, org_id, to).await?;
+    match refused.first() {
+        None => Ok(()),
+        Some(address) => Err(ApiError::invalid(format!(
+            "config.to: {address} is neither a member of this organization nor at one of its \
+             verified domains; an email channel sends only to those{}",
+            match refused.len() {
+                1 => String::new(),
+                n => format!(" ({n} addresses are refused: {})", refused.join(", ")),
+            }
+        ))),
+    }
+}
+
 /// A unique violation on the channel name is a conflict.
 fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
     if matches!(
@@ -291,7 +319,8 @@ impl ChannelsApi {
     /// Create a notification channel. 400 `invalid-request` for no name, an unknown kind, a
     /// configuration the kind does not accept (unknown or missing fields, a URL that is not
     /// https or resolves to a private address, a supplied webhook secret, more than 50
-    /// addresses); 403 `plan-required` when the organization's plan lacks the kind (slack,
+    /// addresses, an address that is neither a member's nor at one of the organization's
+    /// verified domains, named in `detail`); 403 `plan-required` when the organization's plan lacks the kind (slack,
     /// teams, ntfy and pagerduty need team or above, webhook business or above; email is on
     /// every plan); 409 `conflict` when a channel has that name; 503 `not-configured` when the
     /// deployment has no `SECRETS_KEY` to encrypt credentials with. A webhook channel's
@@ -316,6 +345,7 @@ impl ChannelsApi {
         let raw = serde_json::Value::Object(body.config.into_iter().collect());
         let config = ChannelConfig::check(kind, &raw, state.config.outbound_allow_private)
             .map_err(|e| ApiError::invalid(e.0))?;
+        recipients_allowed(&state.db.orm, org.org_id(), &config).await?;
         let plan = domain::billing::plan_of(
             &state.db.orm,
             OrgId::from(org.org_id()),
@@ -389,6 +419,7 @@ impl ChannelsApi {
                 let raw = serde_json::Value::Object(fields.clone().into_iter().collect());
                 let config = ChannelConfig::check(kind, &raw, state.config.outbound_allow_private)
                     .map_err(|e| ApiError::invalid(e.0))?;
+                recipients_allowed(&state.db.orm, org.org_id(), &config).await?;
                 let key = sealing_key(&state)?;
                 let sealed = sealed(&state, &config, &key).await?;
                 Some((config, sealed))
@@ -465,7 +496,9 @@ impl ChannelsApi {
     }
 
     /// Send a `test` event to this channel only (whatever its `events` filter says). 202: the
-    /// delivery is made by a worker and appears in the channel's delivery log.
+    /// delivery is made by a worker and appears in the channel's delivery log. At most 10 tests
+    /// per channel in any hour: the 11th is 429 `rate-limited`, with `Retry-After` saying when
+    /// the hour's oldest test leaves the window.
     #[oai(
         path = "/v1/orgs/:org/notification-channels/:channel_id/test",
         method = "post",
@@ -478,9 +511,43 @@ impl ChannelsApi {
         /// The channel's id (`nch_`).
         channel_id: Path<ChannelId>,
     ) -> Result<Queued, ReadErrors> {
+        use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
         let row = org.scope().get(&txn, *channel_id).await?;
+        // Tests of one channel take turns (SQLite's writers already do), so that two at once
+        // cannot both find the hour's last place free.
+        if state.db.kind() == platform::config::DatabaseKind::Postgres {
+            org.scope()
+                .rows::<notification_channels::Entity>()
+                .filter(notification_channels::Column::Id.eq(row.id))
+                .lock_exclusive()
+                .one(&txn)
+                .await?;
+        }
+        let window = now - chrono::Duration::seconds(TEST_WINDOW_S);
+        let recent: Vec<chrono::DateTime<chrono::Utc>> = org
+            .scope()
+            .rows::<notification_events::Entity>()
+            .select_only()
+            .column(notification_events::Column::CreatedAt)
+            .filter(notification_events::Column::ChannelId.eq(row.id))
+            .filter(notification_events::Column::Kind.eq(EventKind::Test.as_str()))
+            .filter(notification_events::Column::CreatedAt.gt(window))
+            .order_by_asc(notification_events::Column::CreatedAt)
+            .limit(TESTS_PER_HOUR)
+            .into_tuple()
+            .all(&txn)
+            .await?;
+        if recent.len() as u64 >= TESTS_PER_HOUR {
+            // A place frees when the oldest test of the hour leaves it.
+            let frees = recent[0] + chrono::Duration::seconds(TEST_WINDOW_S) - now;
+            return Err(ApiError::RateLimited {
+                retry_after_s: u64::try_from(frees.num_seconds()).unwrap_or(0).max(1),
+                limit: TESTS_PER_HOUR as u32,
+            }
+            .into());
+        }
         let id = ChannelId::from(row.id).to_string();
         outbox::emit(
             &txn,

@@ -202,7 +202,8 @@ pub struct AdvisoryView {
     pub known_exploited: bool,
 }
 
-/// One changelog entry, as the archive's changelog states it.
+/// One changelog entry, as the archive's changelog states it (interface.md's fields, with the
+/// CVE ids the text names).
 #[derive(Object)]
 #[oai(rename = "ChangelogEntry")]
 pub struct ChangelogEntryView {
@@ -211,58 +212,52 @@ pub struct ChangelogEntryView {
     /// From the entry's trailer; null when it has none that can be read.
     #[oai(nullable)]
     pub date: Option<DateTime<Utc>>,
-    /// `Name <email>` from the trailer; null when it has none.
-    #[oai(nullable)]
-    pub author: Option<String>,
-    /// The same as `author` (interface.md's name for it).
-    #[oai(nullable)]
-    pub maintainer: Option<String>,
     /// The distributions the entry's header names (`noble-security`), space-separated; null
     /// when it names none.
     #[oai(nullable)]
     pub distribution: Option<String>,
+    /// `Name <email>` from the trailer; null when it has none.
+    #[oai(nullable)]
+    pub maintainer: Option<String>,
     /// low, medium, high, emergency or critical; null when not stated.
     #[oai(nullable)]
     pub urgency: Option<String>,
     /// The entry's text (its change lines).
-    pub text: String,
-    /// The same as `text` (interface.md's name for it).
     pub changes: String,
     /// CVE ids the text names, each once.
     pub cves: Vec<String>,
 }
 
-/// Whether a change's changelog has been read (decisions §16, which names interface.md's
-/// `found` and `missing` `available` and `unavailable`).
+/// Whether a change's changelog has been read (interface.md, decisions §16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Enum)]
 #[oai(rename_all = "lowercase")]
 pub enum ChangelogStatus {
+    /// Read; `entries` holds what changed.
+    Found,
     /// Not fetched yet (a fetch failing with a 5xx or a timeout is retried for six hours).
     Pending,
-    /// Read; `entries` holds what changed.
-    Available,
     /// The archive has none for this version, or it could not be read.
-    Unavailable,
+    Missing,
 }
 
 /// A change's Debian-family changelog (decisions §16), fetched once per distribution, source
-/// package and target version for every organization. `status` is `pending` (not fetched
-/// yet; a fetch that fails with a 5xx or a timeout is retried for six hours), `available`, or
-/// `unavailable` (the archive has none for this version, or it could not be read). `entries`:
-/// those newer than `from_version` up to and including `to_version` (dpkg order), newest
-/// first, at most 15; empty unless available.
+/// package and target version for every organization. `status` is `found`, `pending` (not
+/// fetched yet; a fetch that fails with a 5xx or a timeout is retried for six hours) or
+/// `missing` (the archive has none for this version, or it could not be read). `url` is the
+/// address it was read from (null unless found). `entries`: those newer than `from_version` up
+/// to and including `to_version` (dpkg order), newest first, at most 15; empty unless found.
 #[derive(Object)]
 pub struct Changelog {
     pub status: ChangelogStatus,
-    /// Where it was read from, once available.
-    #[oai(skip_serializing_if_is_none)]
+    /// Where it was read from; null unless `found`.
+    #[oai(nullable)]
     pub url: Option<String>,
     pub entries: Vec<ChangelogEntryView>,
 }
 
 impl Changelog {
     fn of(cached: Option<&entities::changelogs::Model>, from: &str, to: &str) -> Changelog {
-        use domain::intel::changelog::{AVAILABLE, PENDING, between};
+        use domain::intel::changelog::{FOUND, PENDING, between};
         let Some(row) = cached else {
             return Changelog {
                 status: ChangelogStatus::Pending,
@@ -270,7 +265,7 @@ impl Changelog {
                 entries: Vec::new(),
             };
         };
-        let entries = if row.status == AVAILABLE {
+        let entries = if row.status == FOUND {
             // A cached list that cannot be read shows nothing rather than failing the detail.
             between(row.entries.read().unwrap_or_default(), from, to)
         } else {
@@ -278,11 +273,11 @@ impl Changelog {
         };
         Changelog {
             status: match row.status.as_str() {
-                AVAILABLE => ChangelogStatus::Available,
+                FOUND => ChangelogStatus::Found,
                 PENDING => ChangelogStatus::Pending,
-                _ => ChangelogStatus::Unavailable,
+                _ => ChangelogStatus::Missing,
             },
-            url: (row.status == AVAILABLE).then(|| row.url.clone()).flatten(),
+            url: (row.status == FOUND).then(|| row.url.clone()).flatten(),
             entries: entries
                 .into_iter()
                 .map(|e| ChangelogEntryView {
@@ -292,12 +287,10 @@ impl Changelog {
                         .and_then(|d| DateTime::parse_from_rfc3339(d).ok())
                         .map(|d| d.with_timezone(&Utc)),
                     version: e.version,
-                    maintainer: e.author.clone(),
-                    author: e.author,
                     distribution: e.distribution,
+                    maintainer: e.author,
                     urgency: e.urgency,
-                    changes: e.text.clone(),
-                    text: e.text,
+                    changes: e.text,
                     cves: e.cves,
                 })
                 .collect(),

@@ -1,22 +1,30 @@
 //! The SCIM provisioning token: one per organization, `scim_…`, shown once, only its hash kept;
 //! issuing again replaces it; revoking refuses the provider's next request and leaves the
-//! provisioned members as they are. Admin and above, in person (decisions §3, §4); issuing and
-//! reading need the enterprise plan (`plan-required`); revoking works on any plan, so a
-//! downgraded organization can still cut its provider off.
+//! provisioned members as they are. The owner only, in person (decisions §3, §4, §18: the token
+//! provisions anyone at the verified domains); issuing and reading need the enterprise plan
+//! (`plan-required`); revoking works on any plan, so a downgraded organization can still cut
+//! its provider off. The token belongs to the owner who issued it: it is revoked (recorded,
+//! audited `scim.token_revoked` with the reason) as soon as they are no longer an owner.
 
 use chrono::{DateTime, Utc};
 use entities::scim_tokens;
-use platform::ids::OrgId;
+use platform::ids::{AccountId, OrgId};
 use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
-use sea_orm::{ActiveValue::Set, EntityTrait, sea_query::OnConflict};
+use sea_orm::{
+    ActiveValue::Set,
+    ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    sea_query::{Expr, OnConflict},
+};
+use uuid::Uuid;
 
 use crate::{
     AppState,
     http::access::{OrgAccess, org},
     http::error::{ApiError, OrgReadErrors},
+    http::scope::OrgScope,
     http::tags::Tag,
     identity::audit::Entry,
-    identity::roles::AdministerInPerson,
+    identity::roles::IdentityProviderInPerson,
 };
 
 /// The prefix of a SCIM provisioning token's value.
@@ -34,6 +42,14 @@ pub struct ScimTokenStatus {
     /// When the provider last used it (written at most once a minute).
     #[oai(nullable)]
     pub last_used_at: Option<DateTime<Utc>>,
+    /// When the token stopped working without being replaced or revoked by hand: its issuer
+    /// is no longer an owner (decisions §18). Null while it works and after a new one is
+    /// issued.
+    #[oai(nullable)]
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// Why it stopped working, in words.
+    #[oai(nullable)]
+    pub revoked_reason: Option<String>,
     /// The `scim_…` value: in the issue answer only, shown once; only its hash is kept.
     #[oai(skip_serializing_if_is_none)]
     pub token: Option<String>,
@@ -68,11 +84,52 @@ fn status(
 ) -> ScimTokenStatus {
     ScimTokenStatus {
         base_url: base_url(state),
-        issued: row.is_some(),
+        issued: row.as_ref().is_some_and(|r| r.revoked_at.is_none()),
         issued_at: row.as_ref().map(|r| r.issued_at),
-        last_used_at: row.and_then(|r| r.last_used_at),
+        last_used_at: row.as_ref().and_then(|r| r.last_used_at),
+        revoked_at: row.as_ref().and_then(|r| r.revoked_at),
+        revoked_reason: row.and_then(|r| r.revoked_reason),
         token,
     }
+}
+
+/// Why a token is revoked when its issuer stops being an owner.
+pub const ISSUER_NOT_OWNER: &str =
+    "Whoever issued it is no longer an owner of the organization; an owner must issue a new one.";
+
+/// Revokes the organization's SCIM token if `account_id` issued it (decisions §18: the token
+/// belongs to the owner who issued it), recording and auditing the reason. Called in the
+/// transaction that makes them no longer an owner (a role change, a removal, deprovisioning),
+/// after which nothing of theirs provisions anybody.
+pub async fn revoke_issued_by(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    account_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    let revoked = scope
+        .update_rows::<scim_tokens::Entity>()
+        .col_expr(scim_tokens::Column::RevokedAt, Expr::value(now))
+        .col_expr(
+            scim_tokens::Column::RevokedReason,
+            Expr::value(ISSUER_NOT_OWNER),
+        )
+        .filter(scim_tokens::Column::IssuedBy.eq(account_id))
+        .filter(scim_tokens::Column::RevokedAt.is_null())
+        .exec(txn)
+        .await?;
+    if revoked.rows_affected > 0 {
+        Entry::new("scim.token_revoked")
+            .org(scope.org_id().uuid())
+            .target(AccountId::from(account_id))
+            .details(serde_json::json!({
+                "reason": ISSUER_NOT_OWNER,
+                "issued_by": AccountId::from(account_id).to_string(),
+            }))
+            .write(txn, now)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Refuses with `plan-required` unless the organization's plan includes SCIM.
@@ -98,7 +155,7 @@ impl ScimTokenApi {
     /// The SCIM token's status and the SCIM base URL. Needs the enterprise plan (403
     /// `plan-required`).
     ///
-    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/scim/token",
         method = "get",
@@ -106,7 +163,7 @@ impl ScimTokenApi {
     )]
     async fn get(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
     ) -> Result<Json<ScimTokenStatus>, OrgReadErrors> {
         gate(&state, &org).await?;
@@ -121,7 +178,7 @@ impl ScimTokenApi {
     /// Issue the SCIM token (`scim_…`), shown once; issuing again replaces the previous one,
     /// which stops working at once. Needs the enterprise plan (403 `plan-required`).
     ///
-    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/scim/token",
         method = "post",
@@ -129,7 +186,7 @@ impl ScimTokenApi {
     )]
     async fn issue(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
     ) -> Result<Issued, OrgReadErrors> {
         gate(&state, &org).await?;
@@ -141,6 +198,8 @@ impl ScimTokenApi {
             issued_by: org.caller.account_id(),
             issued_at: now,
             last_used_at: None,
+            revoked_at: None,
+            revoked_reason: None,
         };
         let txn = state.db.begin_write().await?;
         let replaced = org
@@ -148,13 +207,15 @@ impl ScimTokenApi {
             .rows::<scim_tokens::Entity>()
             .one(&txn)
             .await?
-            .is_some();
+            .is_some_and(|r| r.revoked_at.is_none());
         scim_tokens::Entity::insert(scim_tokens::ActiveModel {
             org_id: Set(row.org_id),
             token_hash: Set(row.token_hash.clone()),
             issued_by: Set(row.issued_by),
             issued_at: Set(row.issued_at),
             last_used_at: Set(None),
+            revoked_at: Set(None),
+            revoked_reason: Set(None),
         })
         .on_conflict(
             OnConflict::column(scim_tokens::Column::OrgId)
@@ -163,6 +224,8 @@ impl ScimTokenApi {
                     scim_tokens::Column::IssuedBy,
                     scim_tokens::Column::IssuedAt,
                     scim_tokens::Column::LastUsedAt,
+                    scim_tokens::Column::RevokedAt,
+                    scim_tokens::Column::RevokedReason,
                 ])
                 .to_owned(),
         )
@@ -185,7 +248,7 @@ impl ScimTokenApi {
     /// Revoke the SCIM token: the provider's next request is refused (401); provisioned members
     /// stay as they are. 404 `not-found` when no token is issued. Works on every plan.
     ///
-    /// Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`.
     #[oai(
         path = "/v1/orgs/:org/scim/token",
         method = "delete",
@@ -193,14 +256,16 @@ impl ScimTokenApi {
     )]
     async fn revoke(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
     ) -> Result<Revoked, OrgReadErrors> {
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
+        // A token revoked already (its issuer is no longer an owner) is not there to revoke.
         let deleted = org
             .scope()
             .delete_rows::<scim_tokens::Entity>()
+            .filter(scim_tokens::Column::RevokedAt.is_null())
             .exec(&txn)
             .await?;
         if deleted.rows_affected != 1 {

@@ -22,7 +22,7 @@ use crate::{
     http::tags::Tag,
     http::text::{InvitedRoleText, Text},
     identity::audit::Entry,
-    identity::roles::AdministerInPerson,
+    identity::roles::IdentityProviderInPerson,
     sso::{
         DomainClaim, SECRET_PURPOSE, check_plan, claims_of, connection_of, redirect_uri,
         sealing_key,
@@ -86,8 +86,9 @@ pub struct SsoSettings {
 pub struct ConnectionInput {
     #[oai(validator(max_length = 512))]
     pub client_id: Text,
-    /// Required on the first save; absent or null on a later save keeps the stored secret.
-    /// Stored encrypted, never returned.
+    /// Required on the first save and on any save that changes `issuer` or `client_id` (a
+    /// stored secret is only ever sent to the issuer and client it was given for); absent or
+    /// null on another save keeps the stored secret. Stored encrypted, never returned.
     #[oai(validator(max_length = 2048))]
     pub client_secret: Option<Text>,
     /// An https:// address whose `/.well-known/openid-configuration` names exactly this issuer.
@@ -219,6 +220,22 @@ fn check_input(body: &ConnectionInput) -> Result<Checked, ApiError> {
     })
 }
 
+/// A stored client secret is only ever sent to the issuer and client it was given for
+/// (decisions §18): a save that changes either must carry the secret again.
+fn secret_still_fits(
+    stored: &sso_connections::Model,
+    checked: &Checked,
+    secret_given: bool,
+) -> Result<(), ApiError> {
+    if secret_given || (stored.issuer == checked.issuer && stored.client_id == checked.client_id) {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "client_secret is required when issuer or client_id changes: the stored secret is only \
+         ever sent to the issuer and client it was given for",
+    ))
+}
+
 type SaveErrors = Errors<(
     BadRequest,
     Unauthorized,
@@ -235,10 +252,14 @@ impl ConnectionApi {
     /// The organization's single sign-on: its connection (absent until one is saved, never
     /// with the client secret), its domain claims and the redirect address to register at the
     /// provider.
+    ///
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+    /// (whoever configures the identity provider can sign in as anyone at the verified
+    /// domains, owners included).
     #[oai(path = "/v1/orgs/:org/sso", method = "get", operation_id = "getSso")]
     async fn get(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
     ) -> Result<Json<SsoSettings>, OrgReadErrors> {
         Ok(Json(settings(&state, &state.db.orm, &org.org).await?))
@@ -247,18 +268,24 @@ impl ConnectionApi {
     /// Save the OpenID Connect connection. The issuer's discovery document
     /// (`{issuer}/.well-known/openid-configuration`) is read over https through the
     /// deployment's outbound client and must name exactly this issuer. The client secret is
-    /// stored encrypted and never returned; a later save without it keeps it. Audited as
+    /// stored encrypted and never returned; a later save without it keeps it while `issuer`
+    /// and `client_id` stay the same. Audited as
     /// `sso.connection_saved`.
     ///
     /// 400 `invalid-request`: the issuer is not https, its discovery document cannot be read
     /// or names another issuer, or it resolves to a private address; no client secret on a
-    /// first save; a mapping (or `default_role`) naming owner or an unknown role; `enforced`
-    /// without `enabled` or without a verified domain. 403 `plan-required` when the plan lacks
+    /// first save or on a save that changes `issuer` or `client_id`; a mapping (or
+    /// `default_role`) naming owner or an unknown role; `enforced` without `enabled` or without
+    /// a verified domain. 403 `plan-required` when the plan lacks
     /// single sign-on (enterprise). 503 `not-configured` without `SECRETS_KEY`.
+    ///
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+    /// (whoever configures the identity provider can sign in as anyone at the verified
+    /// domains, owners included).
     #[oai(path = "/v1/orgs/:org/sso", method = "put", operation_id = "saveSso")]
     async fn put(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
         body: Json<ConnectionInput>,
     ) -> Result<Json<SsoSettings>, SaveErrors> {
@@ -281,6 +308,9 @@ impl ConnectionApi {
                 );
             }
         };
+        if let Some(row) = &existing {
+            secret_still_fits(row, &checked, secret.is_some())?;
+        }
         let enabled = body
             .enabled
             .unwrap_or_else(|| existing.as_ref().is_some_and(|c| c.enabled));
@@ -322,6 +352,10 @@ impl ConnectionApi {
             .into());
         }
         let stored = connection_of(&txn, scope).await?;
+        if let Some(row) = &stored {
+            // Again against what is stored now: a save in between may have moved it.
+            secret_still_fits(row, &checked, secret.is_some())?;
+        }
         let mappings = JsonText::new(&checked.mappings)?;
         let default_role = checked.default_role.map(|r| r.as_str().to_owned());
         let row = match stored {

@@ -18,7 +18,7 @@ use crate::{
     http::tags::Tag,
     http::text::Text,
     identity::audit::Entry,
-    identity::roles::AdministerInPerson,
+    identity::roles::IdentityProviderInPerson,
     sso::{DomainClaim, check_plan},
 };
 
@@ -95,6 +95,10 @@ impl DomainsApi {
     /// `invalid-request` for a value that is not a domain name; 403 `plan-required` when the
     /// plan lacks single sign-on; 409 `conflict` when this organization has claimed it already
     /// or another organization has it verified.
+    ///
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+    /// (whoever configures the identity provider can sign in as anyone at the verified
+    /// domains, owners included).
     #[oai(
         path = "/v1/orgs/:org/sso/domains",
         method = "post",
@@ -102,7 +106,7 @@ impl DomainsApi {
     )]
     async fn claim(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
         body: Json<NewClaim>,
     ) -> Result<Claimed, OrgConflictErrors> {
@@ -166,6 +170,10 @@ impl DomainsApi {
     /// a while to be seen); 409 `conflict` when another organization has verified the domain;
     /// 403 `plan-required` when the plan lacks single sign-on; 404 `not-found` for a domain
     /// this organization has not claimed. A verified claim answers as it is.
+    ///
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+    /// (whoever configures the identity provider can sign in as anyone at the verified
+    /// domains, owners included).
     #[oai(
         path = "/v1/orgs/:org/sso/domains/:domain/verify",
         method = "post",
@@ -173,7 +181,7 @@ impl DomainsApi {
     )]
     async fn verify(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
         /// The claimed domain.
         domain: Path<String>,
@@ -239,6 +247,10 @@ impl DomainsApi {
     /// Release a claimed domain: addresses at it no longer sign in through the connection. An
     /// organization left without a verified domain stops enforcing single sign-on. 404
     /// `not-found` for a domain this organization has not claimed.
+    ///
+    /// The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+    /// (whoever configures the identity provider can sign in as anyone at the verified
+    /// domains, owners included).
     #[oai(
         path = "/v1/orgs/:org/sso/domains/:domain",
         method = "delete",
@@ -246,7 +258,7 @@ impl DomainsApi {
     )]
     async fn release(
         &self,
-        org: org::Path<AdministerInPerson>,
+        org: org::Path<IdentityProviderInPerson>,
         state: poem::web::Data<&AppState>,
         /// The claimed domain.
         domain: Path<String>,

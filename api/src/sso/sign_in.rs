@@ -49,12 +49,22 @@ pub const LOGIN_TTL: Duration = Duration::minutes(10);
 /// Longest `state` and `code` accepted (providers' codes are far shorter).
 const MAX_PARAM: usize = 4096;
 
+/// The cookie that binds a sign-in to the browser that started it (decisions §18).
+pub const BROWSER_COOKIE: &str = "service_sso";
+
 #[derive(ApiResponse)]
 pub enum ToProvider {
     /// To the identity provider's authorization endpoint (authorization code flow with PKCE
     /// S256, `state`, `nonce` and `login_hint`).
     #[oai(status = 303)]
-    SeeOther(#[oai(header = "Location")] String),
+    SeeOther(
+        #[oai(header = "Location")] String,
+        /// `service_sso`: binds the sign-in to this browser (HttpOnly, SameSite=Lax,
+        /// Path=/v1/auth/sso, 10 minutes, Secure as the session cookie); the callback is
+        /// refused without it.
+        #[oai(header = "Set-Cookie")]
+        String,
+    ),
 }
 
 #[derive(ApiResponse)]
@@ -139,11 +149,13 @@ impl SignInApi {
         &self,
         state: poem::web::Data<&AppState>,
         req: &Request,
-        /// The address to sign in as; its domain picks the organization.
+        /// The address to sign in as (at most 254 characters); its domain picks the
+        /// organization.
+        #[oai(validator(max_length = 254))]
         email: Query<String>,
     ) -> Result<ToProvider, StartErrors> {
         let email = Email::parse("email", &email)?;
-        limit_anonymous(&state, req, None).await?;
+        limit_anonymous(&state, req).await?;
         let claim = enforce::organization_of(&state.db.orm, email.as_str())
             .await?
             .ok_or(ApiError::NotFound)?;
@@ -182,6 +194,8 @@ impl SignInApi {
             .set_pkce_challenge(challenge)
             .url();
 
+        // The browser's half of the sign-in: only its hash is kept beside the state.
+        let browser = platform::secrets::mint("");
         let txn = state.db.begin_write().await?;
         // Sign-ins nobody finished are dropped as new ones start.
         sso_logins::Entity::delete_rows()
@@ -199,13 +213,23 @@ impl SignInApi {
                 verifier.secret().as_bytes(),
                 VERIFIER_PURPOSE,
             )),
+            browser_hash: Set(Some(browser.hash)),
             created_at: Set(now),
             expires_at: Set(now + LOGIN_TTL),
         }
         .insert(&txn)
         .await?;
         txn.commit().await?;
-        Ok(ToProvider::SeeOther(url.to_string()))
+        Ok(ToProvider::SeeOther(
+            url.to_string(),
+            crate::identity::auth::cookie(
+                &state,
+                BROWSER_COOKIE,
+                &browser.value,
+                "/v1/auth/sso",
+                LOGIN_TTL.num_seconds(),
+            ),
+        ))
     }
 
     /// Where the identity provider sends the browser back. Uses the sign-in's `state` once;
@@ -215,7 +239,8 @@ impl SignInApi {
     /// cookie and redirects (303) to `{SERVICE_BASE_URL}/`.
     ///
     /// 400 `invalid-request`: the provider reported an error, the `state` is unknown, used or
-    /// stale, the code exchange failed, or the ID token does not validate (signature, `iss`,
+    /// stale, the browser does not hold the `service_sso` cookie its start set (the sign-in is
+    /// bound to the browser that started it), the code exchange failed, or the ID token does not validate (signature, `iss`,
     /// `aud`, `exp`, `nonce`). 403 `forbidden`: the address is not verified by the provider
     /// (`email_verified`), it is not at a verified domain of the organization, or no mapping
     /// matches and there is no `default_role`. 403 `plan-required` when the plan no longer
@@ -239,13 +264,14 @@ impl SignInApi {
         /// The provider's words for that error.
         error_description: Query<Option<String>>,
     ) -> Result<SignedIn, CallbackErrors> {
-        limit_anonymous(&state, req, None).await?;
+        limit_anonymous(&state, req).await?;
         let now = state.clock.now();
         let login_state = login_state
             .0
             .filter(|s| !s.is_empty() && s.len() <= MAX_PARAM)
             .ok_or_else(stale)?;
-        let login = take_login(&state, &login_state, now).await?;
+        let browser = access::cookie_value(req, BROWSER_COOKIE).unwrap_or_default();
+        let login = take_login(&state, &login_state, browser, now).await?;
         if let Some(error) = error.0 {
             let mut words: String = error
                 .chars()
@@ -441,9 +467,13 @@ fn open(key: &[u8; 32], sealed: &str, purpose: &[u8]) -> Result<String, ApiError
 }
 
 /// Takes the sign-in `state` names, once: it is deleted whether or not what follows succeeds.
+/// Uses the sign-in of `login_state` once, if `browser` (the `service_sso` cookie) is the one
+/// its start set: a callback from any other browser (login CSRF: an attacker's own sign-in, its
+/// last step sent to a victim) is refused and leaves the sign-in to its own browser.
 async fn take_login(
     state: &AppState,
     login_state: &str,
+    browser: &str,
     now: DateTime<Utc>,
 ) -> Result<sso_logins::Model, ApiError> {
     let login = sso_logins::Entity::rows()
@@ -451,6 +481,15 @@ async fn take_login(
         .one(&state.db.orm)
         .await?
         .ok_or_else(stale)?;
+    let same_browser = !browser.is_empty()
+        && login.browser_hash.as_deref().is_some_and(|kept| {
+            platform::secrets::equal_bytes(kept, &platform::secrets::hash(browser))
+        });
+    if !same_browser {
+        return Err(ApiError::invalid(
+            "This sign-in was started in another browser: start again here.",
+        ));
+    }
     let taken = sso_logins::Entity::delete_rows()
         .filter(sso_logins::Column::Id.eq(login.id))
         .exec(&state.db.orm)

@@ -74,15 +74,25 @@ impl PlansOf {
     }
 }
 
-/// The plan a subscription row gives, else the default.
+/// The plan a subscription row gives, else the default. A subscription grants its plan only
+/// while its `status` is `active`, `trialing` or `past_due` (decisions §18); any other status
+/// (`incomplete`, `unpaid`, `canceled`, `paused`, one this build does not know) is the free
+/// plan. A plan set by hand (`api plan set`) has no status and applies as it is.
 pub fn effective(row: Option<&subscriptions::Model>, default_plan: &Plan) -> Plan {
-    row.and_then(|row| row.plan.as_deref())
-        .map(Plan::from)
-        .unwrap_or_else(|| default_plan.clone())
+    let Some(row) = row else {
+        return default_plan.clone();
+    };
+    match (row.plan.as_deref(), row.status.as_deref()) {
+        (None, _) => default_plan.clone(),
+        (Some(plan), None) => Plan::from(plan),
+        (Some(plan), status) if super::is_live(status) => Plan::from(plan),
+        (Some(_), Some(_)) => Plan::Free,
+    }
 }
 
 /// Sets the organization's plan by hand (`api plan set`), keeping whatever the processor
-/// linked (customer, subscription); the processor's next subscription event sets it again.
+/// linked (customer, subscription) but not its status: the operator's plan applies as set,
+/// until the processor's next subscription event sets plan and status again.
 pub async fn set_plan<C: ConnectionTrait>(
     db: &C,
     org_id: OrgId,
@@ -104,6 +114,7 @@ pub async fn set_plan<C: ConnectionTrait>(
         OnConflict::column(subscriptions::Column::OrgId)
             .update_columns([
                 subscriptions::Column::Plan,
+                subscriptions::Column::Status,
                 subscriptions::Column::UpdatedAt,
             ])
             .to_owned(),

@@ -18,10 +18,11 @@ pub const MAX_BYTES: usize = 4 * 1024 * 1024;
 /// The most of one entry's text that is kept.
 const MAX_TEXT: usize = 16 * 1024;
 
-/// Statuses of a cached changelog.
+/// Statuses of a cached changelog, interface.md's names: not fetched yet, read, or none to be
+/// had for this version.
 pub const PENDING: &str = "pending";
-pub const AVAILABLE: &str = "available";
-pub const UNAVAILABLE: &str = "unavailable";
+pub const FOUND: &str = "found";
+pub const MISSING: &str = "missing";
 
 /// Distributions whose archives publish changelogs, with their components in the order tried.
 pub fn components(distro: &str) -> Option<&'static [&'static str]> {

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod config;
 pub mod digest;
 pub mod outbox;
+pub mod recipients;
 pub mod routing;
 pub mod signing;
 pub mod wire;

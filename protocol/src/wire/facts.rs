@@ -53,10 +53,11 @@ pub struct Snapshots {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
 pub struct Facts {
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 255)))]
+    /// 1 to 255 characters.
+    #[cfg_attr(feature = "openapi", oai(validator(min_length = 1, max_length = 255)))]
     pub hostname: String,
-    /// The host's identity within the organization.
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 255)))]
+    /// The host's identity within the organization (`/etc/machine-id`), 1 to 255 characters.
+    #[cfg_attr(feature = "openapi", oai(validator(min_length = 1, max_length = 255)))]
     pub machine_id: String,
     /// Lowercase id as in os-release, e.g. `ubuntu`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -116,7 +116,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     let available = changelogs::Entity::find()
-        .filter(changelogs::Column::Status.eq("available"))
+        .filter(changelogs::Column::Status.eq("found"))
         .count(&app.state.db.orm)
         .await?;
     // Visible: read back the way the proposal detail reads them.

@@ -101,10 +101,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     .insert(&db.orm)
     .await?;
-    // The organization's members, each provisioned through SCIM.
+    // The organization's members, each provisioned through SCIM; the first is the owner who
+    // issues the token.
     let started = std::time::Instant::now();
+    let mut owner = None;
     for chunk in (0..args.members).collect::<Vec<_>>().chunks(500) {
         let ids: Vec<uuid::Uuid> = chunk.iter().map(|_| platform::ids::new_uuid()).collect();
+        owner = owner.or(ids.first().copied());
         accounts::Entity::insert_many(chunk.iter().zip(&ids).map(|(n, id)| {
             accounts::ActiveModel {
                 id: Set(*id),
@@ -161,9 +164,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     scim_tokens::ActiveModel {
         org_id: Set(org.id),
         token_hash: Set(token.hash.clone()),
-        issued_by: Set(platform::ids::new_uuid()),
+        issued_by: Set(owner.ok_or_else(|| anyhow::anyhow!("--members must be at least 1"))?),
         issued_at: Set(now),
         last_used_at: Set(None),
+        revoked_at: Set(None),
+        revoked_reason: Set(None),
     }
     .insert(&db.orm)
     .await?;

@@ -155,7 +155,8 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/policies/{policy_id}",
         anyone(Role::Admin),
     ),
-    // members, invitations, API tokens: admin and up; changes need a person.
+    // members, invitations, API tokens: admin and up; changes need a person. Removing another
+    // member is admin's; leaving (removing oneself) is every member's (members.rs tests it).
     ("GET", "/v1/orgs/{org}/members", anyone(Role::Admin)),
     (
         "PATCH",
@@ -182,13 +183,13 @@ const RULES: &[(&str, &str, Rule)] = &[
         in_person(Role::Admin),
     ),
     ("GET", "/v1/orgs/{org}/audit-events", anyone(Role::Admin)),
-    // SCIM token: admin and up, in person.
-    ("GET", "/v1/orgs/{org}/scim/token", in_person(Role::Admin)),
-    ("POST", "/v1/orgs/{org}/scim/token", in_person(Role::Admin)),
+    // SCIM token: the owner, in person (decisions §18).
+    ("GET", "/v1/orgs/{org}/scim/token", in_person(Role::Owner)),
+    ("POST", "/v1/orgs/{org}/scim/token", in_person(Role::Owner)),
     (
         "DELETE",
         "/v1/orgs/{org}/scim/token",
-        in_person(Role::Admin),
+        in_person(Role::Owner),
     ),
     // billing, billing usage, plan changes: the owner, in person.
     ("GET", "/v1/orgs/{org}/billing", in_person(Role::Owner)),
@@ -233,19 +234,19 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/notification-channels/{channel_id}/deliveries",
         anyone(Role::Admin),
     ),
-    // SSO: admin and up, in person.
-    ("GET", "/v1/orgs/{org}/sso", in_person(Role::Admin)),
-    ("PUT", "/v1/orgs/{org}/sso", in_person(Role::Admin)),
-    ("POST", "/v1/orgs/{org}/sso/domains", in_person(Role::Admin)),
+    // SSO: the owner, in person (decisions §18).
+    ("GET", "/v1/orgs/{org}/sso", in_person(Role::Owner)),
+    ("PUT", "/v1/orgs/{org}/sso", in_person(Role::Owner)),
+    ("POST", "/v1/orgs/{org}/sso/domains", in_person(Role::Owner)),
     (
         "POST",
         "/v1/orgs/{org}/sso/domains/{domain}/verify",
-        in_person(Role::Admin),
+        in_person(Role::Owner),
     ),
     (
         "DELETE",
         "/v1/orgs/{org}/sso/domains/{domain}",
-        in_person(Role::Admin),
+        in_person(Role::Owner),
     ),
     // own digest setting: everyone.
     ("GET", "/v1/orgs/{org}/digest", anyone(Role::Viewer)),
@@ -336,6 +337,9 @@ fn concrete(path: &str, slug: &str) -> String {
         let name = &rest[start + 1..end];
         if name == "org" {
             out.push_str(slug);
+        } else if name == "member_id" {
+            // A well-formed account id of nobody here: removing it is removing somebody else.
+            out.push_str("usr_00000000000000000000000000");
         } else {
             out.push_str("zzz_00000000000000000000000000");
         }

@@ -201,10 +201,7 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
     assert!(c["entries"][0]["cves"].is_array());
 
     let c = &change(&detail, "systemd")["changelog"];
-    assert_eq!(
-        c["status"], "found",
-        "found in the second component: {c:#}"
-    );
+    assert_eq!(c["status"], "found", "found in the second component: {c:#}");
     assert_eq!(versions(c), ["252.38-1~deb12u1"], "from is excluded");
 
     let c = &change(&detail, "curl")["changelog"];
@@ -240,10 +237,7 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
     assert_eq!(c["status"], "found", "source glibc: {c:#}");
     assert_eq!(versions(c), ["2.36-9+deb12u14"]);
 
-    assert_eq!(
-        change(&detail, "nosuch")["changelog"]["status"],
-        "missing"
-    );
+    assert_eq!(change(&detail, "nosuch")["changelog"]["status"], "missing");
     assert_eq!(change(&detail, "nosuch")["changelog"]["entries"], json!([]));
     assert_eq!(change(&detail, "nosuch")["changelog"]["url"], Value::Null);
     assert!(
@@ -288,10 +282,7 @@ async fn debian_family_changes_show_their_changelogs_fetched_once_for_everyone()
     let theirs = other
         .detail(theirs[0]["id"].as_str().unwrap_or_default())
         .await;
-    assert_eq!(
-        change(&theirs, "openssl")["changelog"]["status"],
-        "found"
-    );
+    assert_eq!(change(&theirs, "openssl")["changelog"]["status"], "found");
     assert_eq!(archive.received().len(), before);
     app.stop().await;
 }

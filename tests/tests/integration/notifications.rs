@@ -123,6 +123,7 @@ async fn later(app: &TestApp, seconds: i64) {
 async fn channels_are_created_listed_by_name_changed_and_deleted_without_their_configuration() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let receiver = Receiver::start().await;
     let hook = channel(
         &app,
@@ -263,6 +264,7 @@ async fn stored_config(app: &TestApp, channel: &Value) -> String {
 async fn every_error_cause_of_the_channel_operations() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let receiver = Receiver::start().await;
     let url = receiver.url("/in");
     let bad = |body: Value| {
@@ -391,6 +393,7 @@ async fn every_error_cause_of_the_channel_operations() {
 async fn without_a_secrets_key_channels_cannot_be_stored() {
     let app = TestApp::builder().without_secrets_key().start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     create(
         &app,
         &owner,
@@ -404,6 +407,7 @@ async fn without_a_secrets_key_channels_cannot_be_stored() {
 async fn a_url_resolving_to_a_private_address_is_refused_at_save_and_at_delivery() {
     let app = TestApp::builder().outbound_guarded().start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let receiver = Receiver::start().await;
     for url in [
         receiver.url("/in"),
@@ -428,6 +432,7 @@ async fn a_webhook_test_delivery_is_signed_per_standard_webhooks_and_logged() {
     app.clock
         .set(platform::clock::Clock::now(&platform::clock::SystemClock));
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let receiver = Receiver::start().await;
     let hook = channel(
         &app,
@@ -483,6 +488,7 @@ async fn a_webhook_test_delivery_is_signed_per_standard_webhooks_and_logged() {
 async fn a_receiver_failing_twice_then_succeeding_gets_three_attempts_with_one_webhook_id() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let receiver = Receiver::start().await;
     receiver.queue([
         Reply::Status(500, "down".into()),
@@ -546,6 +552,7 @@ async fn a_receiver_failing_twice_then_succeeding_gets_three_attempts_with_one_w
 async fn gone_redirects_and_huge_answers_each_end_as_an_attempt_never_a_stuck_worker() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let gone = Receiver::with_handler(|_| Reply::Status(410, String::new())).await;
     let elsewhere = Receiver::start().await;
     let target = elsewhere.url("/stolen");
@@ -588,6 +595,7 @@ async fn gone_redirects_and_huge_answers_each_end_as_an_attempt_never_a_stuck_wo
 async fn a_receiver_that_hangs_times_out_as_a_failed_attempt() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let hanging = Receiver::with_handler(|_| Reply::Hang).await;
     let hook = channel(
         &app,
@@ -615,6 +623,7 @@ async fn slack_teams_ntfy_and_pagerduty_receive_their_wire_formats() {
         .start()
         .await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let slack = Receiver::start().await;
     let teams = Receiver::start().await;
     let ntfy = Receiver::start().await;
@@ -679,6 +688,7 @@ async fn slack_teams_ntfy_and_pagerduty_receive_their_wire_formats() {
 async fn an_email_channel_sends_one_message_to_its_list_through_the_mailer() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let mail = channel(&app, &owner, json!({"kind": "email", "name": "ops", "config": {"to": ["ops@acme.test", "oncall@acme.test"]}})).await;
     test_event(&app, &owner, &id(&mail)).await;
     app.run_pending_jobs().await;
@@ -911,6 +921,7 @@ async fn digest(app: &TestApp, who: &Session, body: Value) -> Value {
 async fn the_digest_setting_is_each_members_own() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let viewer = app.member("acme", Role::Viewer, "viewer@acme.test").await;
     let get = call(&app, &viewer, Method::GET, "/v1/orgs/acme/digest", None).await;
     assert_eq!(
@@ -1098,6 +1109,7 @@ async fn digests_arrive_at_eight_local_time_once_across_restarts_and_two_schedul
 async fn nothing_is_sent_when_a_digest_has_nothing_to_say() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     digest(&app, &owner, json!({"frequency": "daily"})).await;
     let before = app.smtp.messages().await.len();
     let now = Utc
@@ -1164,6 +1176,7 @@ async fn the_plan_gates_channel_kinds_and_a_downgrade_skips_their_deliveries() {
     // A deployment that takes payments: organizations start on free.
     let app = TestApp::builder().payments().start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let receiver = Receiver::start().await;
     for (kind, config) in [
         ("slack", json!({"webhook_url": receiver.url("/s")})),
@@ -1466,6 +1479,7 @@ async fn a_destination_that_resolves_to_a_private_address_is_refused_again_at_de
     use sea_orm::{ActiveModelTrait, Set};
     let app = TestApp::builder().outbound_guarded().start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let receiver = Receiver::start().await;
     // As if saved while the name still resolved to a public address: the row is written
     // directly, sealed as the api seals it.
@@ -1533,6 +1547,7 @@ fn the_signer_agrees_with_the_standard_webhooks_library() {
 async fn a_receiver_answering_500_forever_is_retried_for_24_hours_then_failed() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    app.verified_domain("acme", "acme.test").await;
     let broken = Receiver::with_handler(|_| Reply::Status(500, "broken".into())).await;
     let hook = channel(
         &app,
@@ -1581,7 +1596,8 @@ async fn a_receiver_answering_500_forever_is_retried_for_24_hours_then_failed() 
 async fn an_email_channel_sends_only_to_members_and_verified_domains() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
-    app.member("acme", Role::Viewer, "viewer@partner.test").await;
+    app.member("acme", Role::Viewer, "viewer@partner.test")
+        .await;
     let refused = create(
         &app,
         &owner,

@@ -149,8 +149,8 @@ async fn bounds_the_code_enforces_are_declared() {
         }
     };
     let body = resolve(
-        &document["paths"]["/v1/agent/enroll"]["post"]["requestBody"]["content"]
-            ["application/json"]["schema"],
+        &document["paths"]["/v1/agent/enroll"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"],
     );
     let facts = resolve(&body["properties"]["facts"]);
     let hostname = resolve(&facts["properties"]["hostname"]);

@@ -122,6 +122,8 @@ async fn role_of(app: &TestApp, owner: &tests::Session, email: &str) -> Option<S
 async fn the_scim_token_is_issued_once_replaced_by_issuing_again_and_revoked() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     let status = app
         .call(
             As::Session(&owner),
@@ -237,6 +239,8 @@ async fn the_scim_token_is_issued_once_replaced_by_issuing_again_and_revoked() {
 async fn every_error_cause_of_the_scim_token_operations() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     let _globex = app.sign_up("owner@globex.test", "globex").await;
     let operator = app.member("acme", Role::Operator, "op@acme.test").await;
     let admin = app.member("acme", Role::Admin, "admin@acme.test").await;
@@ -247,10 +251,12 @@ async fn every_error_cause_of_the_scim_token_operations() {
         app.call(As::Nobody, method.clone(), path, None)
             .await
             .assert_problem(401, "unauthenticated");
-        // Not permitted for the role.
-        app.call(As::Session(&operator), method.clone(), path, None)
-            .await
-            .assert_problem(403, "forbidden");
+        // Not permitted for the role: an operator, and an admin (decisions §18: owners only).
+        for below in [&operator, &admin] {
+            app.call(As::Session(below), method.clone(), path, None)
+                .await
+                .assert_problem(403, "forbidden");
+        }
         // An API token, even the owner's: a person is needed.
         app.call(As::Bearer(&api_token), method.clone(), path, None)
             .await
@@ -279,9 +285,9 @@ async fn every_error_cause_of_the_scim_token_operations() {
             .await
             .assert_problem(403, "forbidden");
     }
-    // An admin may.
+    // The owner may.
     let issued = app
-        .call(As::Session(&admin), Method::POST, path, None)
+        .call(As::Session(&owner), Method::POST, path, None)
         .await;
     assert_eq!(issued.status.as_u16(), 201, "{}", issued.body);
     // Nothing was issued by the refused calls: one audit entry.
@@ -308,6 +314,8 @@ async fn every_error_cause_of_the_scim_token_operations() {
 async fn scim_needs_the_enterprise_plan_but_revoking_does_not() {
     let app = TestApp::builder().default_plan("business").start().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     let path = "/v1/orgs/acme/scim/token";
     for method in [Method::GET, Method::POST] {
         app.call(As::Session(&owner), method, path, None)
@@ -370,6 +378,8 @@ async fn scim_needs_the_enterprise_plan_but_revoking_does_not() {
 async fn scim_errors_are_scims_own_for_every_failure_of_the_protocol() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     let token = scim_token(&app, &owner, "acme").await;
     // No token, a malformed one, a session cookie instead.
     let none = app.get("/scim/v2/Users").await;
@@ -493,6 +503,8 @@ async fn scim_errors_are_scims_own_for_every_failure_of_the_protocol() {
 async fn a_filter_other_than_user_name_eq_is_invalid_filter() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     let token = scim_token(&app, &owner, "acme").await;
     for filter in [
         "userName co \"ann\"",
@@ -523,6 +535,8 @@ fn url_escape(text: &str) -> String {
 async fn users_are_created_found_by_user_name_paged_replaced_and_deleted() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     let token = scim_token(&app, &owner, "acme").await;
     let id = create_user(&app, &token, "Ann@Acme.test").await;
     assert!(id.starts_with("usr_"), "{id}");
@@ -784,6 +798,8 @@ async fn a_group_mapped_to_operator_makes_a_provisioned_user_an_operator_and_dea
  {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     map_groups(
         &app,
         "acme",
@@ -980,6 +996,8 @@ async fn a_group_mapped_to_operator_makes_a_provisioned_user_an_operator_and_dea
 async fn the_default_role_applies_without_a_matching_group_and_owners_stay_owners() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     map_groups(&app, "acme", &[("fleet-admins", "admin")], Some("viewer")).await;
     let token = scim_token(&app, &owner, "acme").await;
     create_user(&app, &token, "bob@acme.test").await;
@@ -1061,6 +1079,8 @@ async fn the_default_role_applies_without_a_matching_group_and_owners_stay_owner
 async fn deprovisioning_the_last_owner_is_refused_and_changes_nothing() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     let token = scim_token(&app, &owner, "acme").await;
     // The owner's own address, provisioned: the existing account is linked.
     let id = create_user(&app, &token, "owner@acme.test").await;
@@ -1148,6 +1168,8 @@ async fn deprovisioning_the_last_owner_is_refused_and_changes_nothing() {
 async fn okta_and_entra_patch_bodies_verbatim() {
     let app = TestApp::new().await;
     let owner = app.sign_up("owner@acme.test", "acme").await;
+    // acme.test is the organization's own: its addresses become members directly.
+    app.verified_domain("acme", "acme.test").await;
     map_groups(&app, "acme", &[("Engineering", "operator")], None).await;
     let token = scim_token(&app, &owner, "acme").await;
 
@@ -1501,7 +1523,9 @@ async fn a_scim_user_outside_the_verified_domains_is_invited_not_made_a_member()
         .await;
     assert_eq!(accepted.status.as_u16(), 200, "{}", accepted.body);
     assert_eq!(
-        role_of(&app, &owner, "carl@elsewhere.test").await.as_deref(),
+        role_of(&app, &owner, "carl@elsewhere.test")
+            .await
+            .as_deref(),
         Some("operator")
     );
     app.stop().await;

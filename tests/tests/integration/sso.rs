@@ -1374,7 +1374,12 @@ async fn a_callback_in_a_browser_that_did_not_start_the_sign_in_is_refused() {
         .find(|v| v.starts_with("service_sso="))
         .expect("cookie")
         .to_owned();
-    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/v1/auth/sso", "Max-Age=600"] {
+    for attribute in [
+        "HttpOnly",
+        "SameSite=Lax",
+        "Path=/v1/auth/sso",
+        "Max-Age=600",
+    ] {
         assert!(set.contains(attribute), "{attribute} in {set}");
     }
     let to_provider = start.header("location").expect("location").to_owned();
@@ -1402,7 +1407,11 @@ async fn a_callback_in_a_browser_that_did_not_start_the_sign_in_is_refused() {
         answer.assert_problem(400, "invalid-request");
         assert!(answer.header("set-cookie").is_none(), "no session");
     }
-    assert_eq!(sso.role_of("mallory@acme.test").await, None, "nobody joined");
+    assert_eq!(
+        sso.role_of("mallory@acme.test").await,
+        None,
+        "nobody joined"
+    );
     // The browser that started it finishes it.
     let answer = attacker
         .get(&callback)
@@ -1422,7 +1431,22 @@ const API: &str = env!("CARGO_BIN_EXE_fleet-api");
 /// `OUTBOUND_PROXY`.
 #[tokio::test]
 async fn only_outbound_proxy_names_a_proxy_for_outbound_calls() {
-    let sso = Sso::start().await;
+    // The api processes run on the real clock: the owner's session must be fresh by it.
+    let dns = TestDns::start().await;
+    let app = TestApp::builder()
+        .dns_resolver(&dns.resolver())
+        .start()
+        .await;
+    #[allow(clippy::disallowed_methods)]
+    app.clock.set(chrono::Utc::now());
+    let provider = TestProvider::start(app.clock.clone()).await;
+    let owner = app.sign_up("owner@acme.test", "acme").await;
+    let sso = Sso {
+        app,
+        dns,
+        provider,
+        owner,
+    };
     let proxy = tests::proxy::TestProxy::start().await;
     let ca = tests::receiver::TestCa::get().file.display().to_string();
     let common = [
@@ -1459,7 +1483,11 @@ async fn only_outbound_proxy_names_a_proxy_for_outbound_calls() {
         )
         .await;
     assert_eq!(saved.status.as_u16(), 200, "{}", saved.body);
-    assert_eq!(proxy.connections(), 0, "the environment's proxy was not used");
+    assert_eq!(
+        proxy.connections(),
+        0,
+        "the environment's proxy was not used"
+    );
     replica.stop().await;
 
     let mut environment = common.to_vec();

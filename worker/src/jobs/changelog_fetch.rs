@@ -4,10 +4,10 @@
 //! that is not a 404 decides. A 200 is read up to 4 MiB (a larger changelog is cut there: the
 //! newest entries come first, and the last entry read, which may stop mid-way, is left out),
 //! gunzipped when compressed, parsed, and its newest entries up to the target version kept
-//! (`available`); a 404 from every component, any other refusal, or a
-//! body with no usable entry is `unavailable`. A 5xx, a timeout or a failed connection is
+//! (`found`); a 404 from every component, any other refusal, or a
+//! body with no usable entry is `missing`. A 5xx, a timeout or a failed connection is
 //! retried with backoff (1 minute doubling, at most 30) for six hours from the first attempt,
-//! then `unavailable`. Every outcome the archive causes is the job's success: only the database
+//! then `missing`. Every outcome the archive causes is the job's success: only the database
 //! failing retries the job itself.
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use apalis::prelude::{BoxDynError, Data};
 use domain::intel::{
     cache,
-    changelog::{self, AVAILABLE, PENDING, UNAVAILABLE},
+    changelog::{self, FOUND, MISSING, PENDING},
 };
 use entities::{
     changelogs,
@@ -58,7 +58,7 @@ pub async fn run(job: FetchChangelog, deps: Data<Deps>) -> Result<(), BoxDynErro
     active.updated_at = Set(now);
     match found {
         Found::Entries { url, entries } => {
-            active.status = Set(AVAILABLE.to_owned());
+            active.status = Set(FOUND.to_owned());
             active.url = Set(Some(url));
             active.entries = Set(JsonText::new(&entries)?);
             active.fetched_at = Set(Some(now));
@@ -69,7 +69,7 @@ pub async fn run(job: FetchChangelog, deps: Data<Deps>) -> Result<(), BoxDynErro
                 distro = %job.distro, source = %job.source, version = %job.version, %reason,
                 "changelog unavailable"
             );
-            active.status = Set(UNAVAILABLE.to_owned());
+            active.status = Set(MISSING.to_owned());
             active.fetched_at = Set(Some(now));
             active.update(&deps.db.orm).await?;
         }
@@ -79,7 +79,7 @@ pub async fn run(job: FetchChangelog, deps: Data<Deps>) -> Result<(), BoxDynErro
                 attempts = job.attempt + 1,
                 "changelog unavailable: the archive kept failing for six hours"
             );
-            active.status = Set(UNAVAILABLE.to_owned());
+            active.status = Set(MISSING.to_owned());
             active.attempts = Set(job.attempt + 1);
             active.fetched_at = Set(Some(now));
             active.update(&deps.db.orm).await?;

@@ -179,8 +179,27 @@ async fn attempt(
             text,
             html,
         } => {
+            // Only the organization's members and its verified domains, as at save: a member
+            // who left, or a domain released since, is dropped (decisions §18).
+            let refused =
+                match domain::notifications::recipients::refused(&deps.db.orm, channel.org_id, &to)
+                    .await
+                {
+                    Ok(refused) => refused,
+                    Err(err) => {
+                        return failed(format!("reading the organization's members: {err}"));
+                    }
+                };
+            let to: Vec<String> = to.into_iter().filter(|a| !refused.contains(a)).collect();
             let Some(first) = to.first() else {
-                return failed("the channel has no address".into());
+                return Attempted {
+                    outcome: Outcome::Gone,
+                    status_code: None,
+                    error: Some(
+                        "no address of the channel is a member's or at a verified domain any more"
+                            .into(),
+                    ),
+                };
             };
             let mut email = SendEmail::new(first.clone(), subject, text, html);
             email.id = delivery.id.simple().to_string();

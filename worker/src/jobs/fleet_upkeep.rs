@@ -1,6 +1,7 @@
 //! `fleet.upkeep`, every minute: hosts silent for three check-in intervals go offline (with a
-//! `went_offline` event), stale agent nonces are forgotten, and policies whose evaluation was
-//! never queued are queued again.
+//! `went_offline` event), hosts still pending a day after enrolling are removed
+//! (`domain::fleet`), stale agent nonces are forgotten, and policies whose evaluation was never
+//! queued are queued again.
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
@@ -83,6 +84,25 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
     if offline > 0 {
         tracing::info!(minute = %job.minute, offline, "hosts went offline");
         crate::jobs::notify_dispatch::kick(&deps).await;
+    }
+    let mut expired = 0;
+    for (org_id, id) in domain::fleet::expired_pending(db, now)
+        .await?
+        .into_iter()
+        .map(|(id, org_id)| (org_id, id))
+    {
+        let txn = deps.db.begin_write().await?;
+        if domain::fleet::expire_pending(&txn, org_id, id, now).await? {
+            expired += 1;
+        }
+        txn.commit().await?;
+    }
+    if expired > 0 {
+        tracing::info!(
+            minute = %job.minute,
+            expired,
+            "hosts still pending a day after enrolling were removed"
+        );
     }
     Ok(())
 }

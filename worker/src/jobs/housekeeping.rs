@@ -7,6 +7,8 @@
 //! days ago are forgotten: the processor redelivers for days, not weeks, and a signature over
 //! 300 s old is refused anyway, so no event can come back once its record is gone. A `pending`
 //! changelog with no fetch coming is queued again (`domain::intel::cache::requeue_stranded`).
+//! Emailed-link sends older than an hour are forgotten (`domain::email_limits`: the longest
+//! window they are counted in).
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
@@ -84,6 +86,7 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
             .rows_affected
     };
     let changelogs = domain::intel::cache::requeue_stranded(&deps.db, now).await?;
+    let email_sends = domain::email_limits::forget_before(&deps.db.orm, now).await?;
     tracing::info!(
         hour = %job.hour,
         jobs,
@@ -91,6 +94,7 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
         buckets,
         payment_events,
         changelogs,
+        email_sends,
         "housekeeping done"
     );
     Ok(())

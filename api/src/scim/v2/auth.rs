@@ -7,7 +7,7 @@
 
 use chrono::Duration;
 use entities::scim_tokens;
-use platform::ids::OrgId;
+use platform::ids::{AccountId, OrgId};
 use poem::Request;
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme, auth::Bearer,
@@ -20,15 +20,16 @@ use crate::{
     AppState,
     http::access::limit_org_for,
     http::scope::{Credential, OrgScope},
+    identity::roles::Role,
     scim::token::{SCIM_TOKEN_PREFIX, check_plan},
 };
 
 /// `last_used_at` is written at most this often.
 const TOUCH_EVERY: Duration = Duration::seconds(60);
 
-/// SCIM token: `Authorization: Bearer scim_…`, issued by an admin of the organization
+/// SCIM token: `Authorization: Bearer scim_…`, issued by an owner of the organization
 /// (`POST /v1/orgs/{org}/scim/token`). It reaches only the SCIM protocol, and only its own
-/// organization.
+/// organization, and only while whoever issued it is an owner there.
 #[derive(SecurityScheme)]
 #[oai(ty = "bearer", bearer_format = "scim_…")]
 pub struct ScimToken(#[allow(dead_code)] Bearer);
@@ -59,10 +60,31 @@ async fn authenticate(req: &Request) -> Result<Provider, ScimError> {
         return Err(ScimError::unauthorized());
     }
     let record = scim_tokens::Entity::by_credential(platform::secrets::hash(token))
+        .filter(scim_tokens::Column::RevokedAt.is_null())
         .one(&state.db.orm)
         .await?
         .ok_or_else(ScimError::unauthorized)?;
     let org_id = OrgId::from(record.org_id);
+    // The token belongs to the owner who issued it (decisions §18). Every change through the
+    // API that unmakes an owner revokes it in the same transaction; this also holds for a
+    // change made behind the API's back (an account deleted by hand, say).
+    let issuer_is_owner = OrgScope::of(record.org_id)
+        .member(AccountId::from(record.issued_by))
+        .one(&state.db.orm)
+        .await?
+        .is_some_and(|m| m.role == Role::Owner.as_str());
+    if !issuer_is_owner {
+        let txn = state.db.begin_write().await?;
+        crate::scim::token::revoke_issued_by(
+            &txn,
+            OrgScope::of(record.org_id),
+            record.issued_by,
+            state.clock.now(),
+        )
+        .await?;
+        txn.commit().await?;
+        return Err(ScimError::unauthorized());
+    }
     limit_org_for(
         req,
         state,

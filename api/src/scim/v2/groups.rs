@@ -412,6 +412,7 @@ async fn store(
     provision::sync_members(&txn, scope, &rules, &touched, now).await?;
     let group = one(state, &txn, scope, row).await?;
     txn.commit().await?;
+    rules.send_invitations(state).await?;
     Ok(group)
 }
 
@@ -522,6 +523,7 @@ pub async fn delete(state: &AppState, scope: OrgScope, id: &str) -> Result<(), S
     let rules = provision::role_rules(&txn, scope).await?;
     provision::sync_members(&txn, scope, &rules, &before, now).await?;
     txn.commit().await?;
+    rules.send_invitations(state).await?;
     Ok(())
 }
 

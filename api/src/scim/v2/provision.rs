@@ -3,17 +3,23 @@
 //! role; their role is the highest their groups' `displayName`s map to through the SSO
 //! connection's `role_mappings`, else `default_role`. An owner stays owner whatever the groups
 //! say, but deactivating or deleting them removes them like anybody else, unless they are the
-//! last owner (refused, nothing changed). Whoever loses their membership loses it at once:
-//! their API tokens here are revoked and their sessions ended, so their next request is
-//! refused.
+//! last owner (refused, nothing changed).
+//!
+//! The provider reaches only what the organization controls (decisions §18): an address at one
+//! of its verified domains becomes a member directly; anybody else is sent an invitation
+//! (listed as pending, accepted by the person, with the role their groups give then). Whoever
+//! loses their membership loses it at once: their API tokens here are revoked, an owner's SCIM
+//! token stops working, and their sessions are ended when the address is at a verified domain
+//! (an identity the organization controls; anybody else's sessions are their own).
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, sync::Mutex};
 
 use chrono::{DateTime, Utc};
 use entities::{
-    api_tokens, memberships, scim_group_members, scim_groups, scim_users, sessions, sso_connections,
+    accounts, api_tokens, invitations, memberships, scim_group_members, scim_groups, scim_tokens,
+    scim_users, sessions, sso_connections, sso_domains,
 };
-use platform::ids::AccountId;
+use platform::ids::{AccountId, InvitationId};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseTransaction, PaginatorTrait, QueryFilter, Set,
     sea_query::Expr,
@@ -28,11 +34,18 @@ use crate::{
     identity::roles::Role,
 };
 
-/// How groups become roles: the SSO connection's mappings and default.
-#[derive(Debug, Clone, Default)]
+/// How groups become roles (the SSO connection's mappings and default), which addresses the
+/// organization controls (its verified domains), on whose authority invitations are sent (the
+/// SCIM token's issuer), and the invitations a change sent, to email once it commits.
+#[derive(Debug, Default)]
 pub struct RoleRules {
     pub mappings: Vec<domain::sso::RoleMapping>,
     pub default_role: Option<domain::sso::SsoRole>,
+    /// The organization's verified domains.
+    pub verified_domains: Vec<String>,
+    /// Who issued the live SCIM token: the inviter of the invitations provisioning sends.
+    pub issuer: Option<Uuid>,
+    invited: Mutex<Vec<Uuid>>,
 }
 
 impl RoleRules {
@@ -45,6 +58,31 @@ impl RoleRules {
             domain::sso::SsoRole::Viewer => Role::Viewer,
         })
     }
+
+    /// Whether the organization controls `email`: it is at one of its verified domains.
+    pub fn controls(&self, email: &str) -> bool {
+        domain::sso::email_domain(email).is_some_and(|d| self.verified_domains.contains(&d))
+    }
+
+    /// Emails the invitations this change sent; call once it has committed.
+    pub async fn send_invitations(&self, state: &AppState) -> Result<(), ScimError> {
+        let invited = std::mem::take(&mut *self.invited.lock().unwrap_or_else(|e| e.into_inner()));
+        for invitation_id in invited {
+            state
+                .queue
+                .push(platform::jobs::SendLink::Invitation { invitation_id })
+                .await
+                .map_err(ScimError::internal)?;
+        }
+        Ok(())
+    }
+
+    fn invited(&self, invitation_id: Uuid) {
+        self.invited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(invitation_id);
+    }
 }
 
 /// The organization's role rules, from its SSO connection (enabled or not: the mappings say
@@ -53,8 +91,26 @@ pub async fn role_rules(
     txn: &DatabaseTransaction,
     scope: OrgScope,
 ) -> Result<RoleRules, ScimError> {
+    let verified_domains = scope
+        .rows::<sso_domains::Entity>()
+        .filter(sso_domains::Column::VerifiedAt.is_not_null())
+        .all(txn)
+        .await?
+        .into_iter()
+        .map(|claim| claim.domain)
+        .collect();
+    let issuer = scope
+        .rows::<scim_tokens::Entity>()
+        .filter(scim_tokens::Column::RevokedAt.is_null())
+        .one(txn)
+        .await?
+        .map(|token| token.issued_by);
     let Some(connection) = scope.rows::<sso_connections::Entity>().one(txn).await? else {
-        return Ok(RoleRules::default());
+        return Ok(RoleRules {
+            verified_domains,
+            issuer,
+            ..RoleRules::default()
+        });
     };
     let mappings = connection
         .role_mappings
@@ -66,6 +122,9 @@ pub async fn role_rules(
             .default_role
             .as_deref()
             .and_then(domain::sso::SsoRole::parse),
+        verified_domains,
+        issuer,
+        invited: Mutex::default(),
     })
 }
 
@@ -128,6 +187,27 @@ pub async fn sync_new_member(
     sync(txn, scope, rules, account_id, now, true).await
 }
 
+/// The role `account_id`'s SCIM user should have now: none unless it is provisioned and
+/// active; else what its groups give.
+pub async fn desired_role(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    rules: &RoleRules,
+    account_id: Uuid,
+) -> Result<(bool, Option<Role>), ScimError> {
+    let user = scope
+        .rows::<scim_users::Entity>()
+        .filter(scim_users::Column::AccountId.eq(account_id))
+        .one(txn)
+        .await?;
+    let active = user.as_ref().is_some_and(|u| u.active);
+    if !active {
+        return Ok((false, None));
+    }
+    let names = group_names(txn, scope, account_id).await?;
+    Ok((true, rules.role_for(&names)))
+}
+
 async fn sync(
     txn: &DatabaseTransaction,
     scope: OrgScope,
@@ -136,23 +216,20 @@ async fn sync(
     now: DateTime<Utc>,
     keep_unmapped: bool,
 ) -> Result<(), ScimError> {
-    let user = scope
-        .rows::<scim_users::Entity>()
-        .filter(scim_users::Column::AccountId.eq(account_id))
-        .one(txn)
-        .await?;
-    let active = user.as_ref().is_some_and(|u| u.active);
-    let desired = if active {
-        let names = group_names(txn, scope, account_id).await?;
-        rules.role_for(&names)
-    } else {
-        None
-    };
+    let (active, desired) = desired_role(txn, scope, rules, account_id).await?;
     let current = scope.member(AccountId::from(account_id)).one(txn).await?;
+    let email = accounts::Entity::row(account_id)
+        .one(txn)
+        .await?
+        .map(|a| a.email)
+        .unwrap_or_default();
+    let controlled = rules.controls(&email);
     let org_id = scope.org_id().uuid();
     match (current, desired) {
-        (None, None) => {}
-        (None, Some(role)) => {
+        (None, None) => {
+            withdraw_invitation(txn, scope, &email, now).await?;
+        }
+        (None, Some(role)) if controlled => {
             memberships::ActiveModel {
                 org_id: Set(org_id),
                 account_id: Set(account_id),
@@ -161,6 +238,7 @@ async fn sync(
             }
             .insert(txn)
             .await?;
+            withdraw_invitation(txn, scope, &email, now).await?;
             Entry::new("scim.member_added")
                 .org(org_id)
                 .target(AccountId::from(account_id))
@@ -168,6 +246,12 @@ async fn sync(
                 .write(txn, now)
                 .await?;
         }
+        // An account keyed by a `userName` that is not an address cannot be emailed an
+        // invitation: it stays provisioned and outside the organization.
+        (None, Some(role)) if crate::http::input::Email::parse("email", &email).is_ok() => {
+            invite(txn, scope, rules, account_id, &email, role, now).await?;
+        }
+        (None, Some(_)) => {}
         (Some(member), Some(role)) => {
             if member.role != Role::Owner.as_str() && member.role != role.as_str() {
                 let from = member.role.clone();
@@ -193,18 +277,118 @@ async fn sync(
                     return Err(ScimError::last_owner());
                 }
             }
-            remove_member(txn, scope, account_id, &member.role, now).await?;
+            remove_member(txn, scope, account_id, &member.role, controlled, now).await?;
         }
     }
     Ok(())
 }
 
-/// Removes the membership, revokes the member's API tokens here and ends their sessions.
+/// The pending SCIM invitation of `email` in the organization, if any.
+async fn pending_invitation(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    email: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<invitations::Model>, ScimError> {
+    Ok(scope
+        .rows::<invitations::Entity>()
+        .filter(invitations::Column::Email.eq(email))
+        .filter(invitations::Column::ViaScim.eq(true))
+        .filter(invitations::Column::AcceptedAt.is_null())
+        .filter(invitations::Column::RevokedAt.is_null())
+        .filter(invitations::Column::ExpiresAt.gt(now))
+        .one(txn)
+        .await?)
+}
+
+/// Invites an address the organization does not control, with the role its groups give now
+/// (a pending invitation keeps its link and takes the new role). The email goes out once the
+/// change commits ([`RoleRules::send_invitations`]).
+async fn invite(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    rules: &RoleRules,
+    account_id: Uuid,
+    email: &str,
+    role: Role,
+    now: DateTime<Utc>,
+) -> Result<(), ScimError> {
+    if let Some(pending) = pending_invitation(txn, scope, email, now).await? {
+        if pending.role != role.as_str() {
+            let mut changed: invitations::ActiveModel = pending.into();
+            changed.role = Set(role.as_str().to_owned());
+            changed.update(txn).await?;
+        }
+        return Ok(());
+    }
+    let issuer = rules
+        .issuer
+        .ok_or_else(|| ScimError::internal(anyhow::anyhow!("provisioning without a SCIM token")))?;
+    // The worker mints the real token when it sends the email; until then the row holds the
+    // hash of a value nobody has.
+    let placeholder = platform::secrets::mint("");
+    let row = invitations::ActiveModel {
+        id: Set(platform::ids::new_uuid()),
+        org_id: Set(scope.org_id().uuid()),
+        email: Set(email.to_owned()),
+        role: Set(role.as_str().to_owned()),
+        token_hash: Set(placeholder.hash),
+        invited_by: Set(issuer),
+        created_at: Set(now),
+        expires_at: Set(now + crate::identity::invitations::INVITATION_TTL),
+        accepted_at: Set(None),
+        revoked_at: Set(None),
+        revoked_reason: Set(None),
+        via_scim: Set(true),
+    }
+    .insert(txn)
+    .await?;
+    Entry::new("scim.member_invited")
+        .org(scope.org_id().uuid())
+        .target(AccountId::from(account_id))
+        .details(serde_json::json!({
+            "invitation": InvitationId::from(row.id).to_string(),
+            "email": email,
+            "role": role.as_str(),
+        }))
+        .write(txn, now)
+        .await?;
+    rules.invited(row.id);
+    Ok(())
+}
+
+/// Revokes the pending SCIM invitation of `email`, if any: the provider no longer gives the
+/// person a role.
+async fn withdraw_invitation(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    email: &str,
+    now: DateTime<Utc>,
+) -> Result<(), ScimError> {
+    scope
+        .update_rows::<invitations::Entity>()
+        .col_expr(invitations::Column::RevokedAt, Expr::value(now))
+        .col_expr(
+            invitations::Column::RevokedReason,
+            Expr::value("The identity provider no longer provisions this person."),
+        )
+        .filter(invitations::Column::Email.eq(email))
+        .filter(invitations::Column::ViaScim.eq(true))
+        .filter(invitations::Column::AcceptedAt.is_null())
+        .filter(invitations::Column::RevokedAt.is_null())
+        .exec(txn)
+        .await?;
+    Ok(())
+}
+
+/// Removes the membership, revokes the member's API tokens here (and their SCIM token, for an
+/// owner) and, when the organization controls the address, ends their sessions.
 async fn remove_member(
     txn: &DatabaseTransaction,
     scope: OrgScope,
     account_id: Uuid,
     role: &str,
+    controlled: bool,
     now: DateTime<Utc>,
 ) -> Result<(), ScimError> {
     scope
@@ -219,16 +403,22 @@ async fn remove_member(
         .filter(api_tokens::Column::RevokedAt.is_null())
         .exec(txn)
         .await?;
-    // Sessions belong to the person, not to one organization: the provider that ends their
-    // access here ends their sign-in, so the next request is refused at once.
-    sessions::Entity::delete_rows()
-        .filter(sessions::Column::AccountId.eq(account_id))
-        .exec(txn)
-        .await?;
+    if role == Role::Owner.as_str() {
+        crate::scim::token::revoke_issued_by(txn, scope, account_id, now).await?;
+    }
+    // Sessions belong to the person, not to one organization: only an identity the
+    // organization controls (at its verified domains) is signed out everywhere, so that
+    // nobody's provider can sign strangers out.
+    if controlled {
+        sessions::Entity::delete_rows()
+            .filter(sessions::Column::AccountId.eq(account_id))
+            .exec(txn)
+            .await?;
+    }
     Entry::new("scim.member_removed")
         .org(scope.org_id().uuid())
         .target(AccountId::from(account_id))
-        .details(serde_json::json!({ "role": role }))
+        .details(serde_json::json!({ "role": role, "sessions_ended": controlled }))
         .write(txn, now)
         .await?;
     Ok(())
@@ -274,6 +464,7 @@ mod tests {
                 mapping("readers", SsoRole::Viewer),
             ],
             default_role: Some(SsoRole::Viewer),
+            ..RoleRules::default()
         };
         assert_eq!(rules.role_for(&["readers", "ops"]), Some(Role::Operator));
         assert_eq!(rules.role_for(&["ops", "admins"]), Some(Role::Admin));
@@ -287,5 +478,18 @@ mod tests {
             ..rules
         };
         assert_eq!(strict.role_for(&["nobody"]), None);
+    }
+
+    #[test]
+    fn the_organization_controls_only_addresses_at_its_verified_domains() {
+        let rules = RoleRules {
+            verified_domains: vec!["acme.test".into()],
+            ..RoleRules::default()
+        };
+        assert!(rules.controls("ann@acme.test"));
+        assert!(rules.controls("Ann@ACME.test"));
+        assert!(!rules.controls("ann@sub.acme.test"));
+        assert!(!rules.controls("ann@acme.test.evil.test"));
+        assert!(!rules.controls("ann"));
     }
 }

@@ -699,6 +699,7 @@ pub async fn create(
     provision::sync_new_member(&txn, scope, &rules, account.id, now).await?;
     let user = resource(state, row, Vec::new());
     txn.commit().await?;
+    rules.send_invitations(state).await?;
     Ok(user)
 }
 
@@ -736,6 +737,7 @@ async fn store(
     provision::sync_member(&txn, scope, &rules, account_id, now).await?;
     let user = one(state, &txn, scope, row).await?;
     txn.commit().await?;
+    rules.send_invitations(state).await?;
     Ok(user)
 }
 
