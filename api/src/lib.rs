@@ -41,6 +41,9 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         proposals::comments::CommentsApi,
         // poem-openapi implements OpenApi for tuples of up to 16: the rest nest.
         (
+            fleet::inventory::InventoryApi,
+            proposals::preview::PolicyPreviewApi,
+            proposals::mentions::MentionsApi,
             notifications::channels::ChannelsApi,
             notifications::deliveries::DeliveriesApi,
             notifications::digest::DigestApi,
@@ -90,7 +93,14 @@ pub fn app(state: AppState) -> impl Endpoint + 'static {
         .at(http::health::LIVENESS_PATH, http::health::Liveness)
         .nest("/v1/openapi.json", spec)
         .nest("/docs", docs)
-        .nest("/", service.with(allowed).data(state).with(settle))
+        .nest(
+            "/",
+            service
+                .with(allowed)
+                .data(state)
+                .with(settle)
+                .with(http::console::Console::default()),
+        )
         .with(http::middleware::Edge)
 }
 

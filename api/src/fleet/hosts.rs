@@ -15,8 +15,8 @@ use poem_openapi::{
     types::MaybeUndefined,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
-    QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -317,7 +317,7 @@ pub async fn record_event<C: ConnectionTrait>(
 }
 
 /// A condition selecting the organization's hosts whose labels satisfy `selector`.
-fn selector_condition(scope: OrgScope, selector: &Selector) -> Condition {
+pub(crate) fn selector_condition(scope: OrgScope, selector: &Selector) -> Condition {
     let mut condition = Condition::all();
     let labelled = |key: &str, values: Option<Vec<String>>| {
         let mut sub = scope.column_of::<host_labels::Entity>(host_labels::Column::HostId);
@@ -340,6 +340,93 @@ fn selector_condition(scope: OrgScope, selector: &Selector) -> Condition {
         });
     }
     condition
+}
+
+/// The filters of the host list (and its count), as given.
+struct HostFilters {
+    selector: Option<String>,
+    group: Option<String>,
+    group_source: Option<GroupSource>,
+    status: Option<String>,
+    distro: Option<String>,
+    q: Option<String>,
+    reboot_required: Option<bool>,
+    has_security_updates: Option<bool>,
+    advisory_coverage: Option<String>,
+}
+
+impl HostFilters {
+    /// The organization's hosts these filters select; 400 for a selector or group that is not one.
+    fn query(self, scope: OrgScope) -> Result<sea_orm::Select<hosts::Entity>, ApiError> {
+        let mut query = scope.rows::<hosts::Entity>();
+        if let Some(text) = self.selector.as_deref().filter(|s| !s.trim().is_empty()) {
+            let parsed =
+                Selector::parse(text).map_err(|e| ApiError::invalid(format!("selector: {e}")))?;
+            query = query.filter(selector_condition(scope, &parsed));
+        }
+        if let Some(group) = self.group.as_deref() {
+            let group_id = GroupId::parse(group)
+                .ok_or_else(|| ApiError::invalid("group must be a grp_ id"))?;
+            let mut members = group_hosts::Entity::column_of(group_hosts::Column::HostId);
+            members.and_where(group_hosts::Column::GroupId.eq(group_id));
+            if let Some(source) = self.group_source {
+                members.and_where(group_hosts::Column::Source.eq(source.as_str()));
+            }
+            query = query.filter(hosts::Column::Id.in_subquery(members.to_owned()));
+        } else if self.group_source.is_some() {
+            return Err(ApiError::invalid("group_source needs group"));
+        }
+        if let Some(status) = self.status {
+            query = query.filter(hosts::Column::Status.eq(status));
+        }
+        if let Some(distro) = self.distro {
+            query = query.filter(hosts::Column::Distro.eq(distro));
+        }
+        if let Some(text) = self.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            query = query.filter(
+                Condition::any()
+                    .add(hosts::Column::Hostname.contains(text))
+                    .add(hosts::Column::DisplayName.contains(text)),
+            );
+        }
+        if let Some(flag) = self.reboot_required {
+            query = query.filter(hosts::Column::RebootRequired.eq(flag));
+        }
+        if let Some(flag) = self.has_security_updates {
+            query = query.filter(if flag {
+                hosts::Column::UpdatesSecurity.gt(0)
+            } else {
+                hosts::Column::UpdatesSecurity.eq(0)
+            });
+        }
+        if let Some(coverage) = self.advisory_coverage {
+            query = query.filter(hosts::Column::AdvisoryCoverage.eq(coverage));
+        }
+        Ok(query)
+    }
+}
+
+/// Which of a group's members a host list keeps.
+#[derive(poem_openapi::Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum GroupSource {
+    Static,
+    Label,
+}
+
+impl GroupSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            GroupSource::Static => "static",
+            GroupSource::Label => "label",
+        }
+    }
+}
+
+/// How many hosts a filter selects.
+#[derive(Object)]
+pub struct HostCount {
+    pub count: u64,
 }
 
 #[derive(Object)]
@@ -412,7 +499,8 @@ pub struct HostsApi;
 impl HostsApi {
     /// The organization's hosts, oldest enrolment first. Filters combine: `selector` (label
     /// selector such as `env=prod,tier in (web,db)`), `group` (`grp_` id), `status`, `distro`,
-    /// `q` (text in hostname or display name), `reboot_required`, `has_security_updates`.
+    /// `q` (text in hostname or display name), `reboot_required`, `has_security_updates`,
+    /// `advisory_coverage`. `countHosts` counts what the same filters select.
     #[oai(
         path = "/v1/orgs/:org/hosts",
         method = "get",
@@ -427,54 +515,34 @@ impl HostsApi {
         #[oai(validator(pattern = "^grp_[0-7][0-9a-hjkmnp-tv-z]{25}$"))] group: Query<
             Option<String>,
         >,
+        /// With `group`: only its static members (`static`, set by `setGroupHosts`) or only
+        /// those its selector picks (`label`).
+        group_source: Query<Option<GroupSource>>,
         status: Query<Option<String>>,
         distro: Query<Option<String>>,
         q: Query<Option<String>>,
         reboot_required: Query<Option<bool>>,
         has_security_updates: Query<Option<bool>>,
+        /// covered, no_feed or unknown_release.
+        advisory_coverage: Query<Option<String>>,
         /// At most this many (default 50, at most 500).
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
     ) -> Result<Json<Page<Host>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
-        let mut query = org.scope().rows::<hosts::Entity>();
-        if let Some(text) = selector.0.as_deref().filter(|s| !s.trim().is_empty()) {
-            let parsed =
-                Selector::parse(text).map_err(|e| ApiError::invalid(format!("selector: {e}")))?;
-            query = query.filter(selector_condition(org.scope(), &parsed));
+        let query = HostFilters {
+            selector: selector.0,
+            group: group.0,
+            group_source: group_source.0,
+            status: status.0,
+            distro: distro.0,
+            q: q.0,
+            reboot_required: reboot_required.0,
+            has_security_updates: has_security_updates.0,
+            advisory_coverage: advisory_coverage.0,
         }
-        if let Some(group) = group.0.as_deref() {
-            let group_id = GroupId::parse(group)
-                .ok_or_else(|| ApiError::invalid("group must be a grp_ id"))?;
-            let members = group_hosts::Entity::column_of(group_hosts::Column::HostId)
-                .and_where(group_hosts::Column::GroupId.eq(group_id))
-                .to_owned();
-            query = query.filter(hosts::Column::Id.in_subquery(members));
-        }
-        if let Some(status) = status.0 {
-            query = query.filter(hosts::Column::Status.eq(status));
-        }
-        if let Some(distro) = distro.0 {
-            query = query.filter(hosts::Column::Distro.eq(distro));
-        }
-        if let Some(text) = q.0.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-            query = query.filter(
-                Condition::any()
-                    .add(hosts::Column::Hostname.contains(text))
-                    .add(hosts::Column::DisplayName.contains(text)),
-            );
-        }
-        if let Some(flag) = reboot_required.0 {
-            query = query.filter(hosts::Column::RebootRequired.eq(flag));
-        }
-        if let Some(flag) = has_security_updates.0 {
-            query = query.filter(if flag {
-                hosts::Column::UpdatesSecurity.gt(0)
-            } else {
-                hosts::Column::UpdatesSecurity.eq(0)
-            });
-        }
+        .query(org.scope())?;
         let rows = paging
             .fetch(&state.db.orm, query, Order::OldestFirst)
             .await?;
@@ -513,6 +581,50 @@ impl HostsApi {
             let proposals = open.remove(&h.id).unwrap_or_default();
             host_view(h, refs, proposals, &releases)
         })?))
+    }
+
+    /// How many hosts the host list's filters select (the same parameters as `listHosts`,
+    /// without paging): for a live count beside a search, a group's selector or a policy's
+    /// scope while it is written.
+    #[oai(
+        path = "/v1/orgs/:org/hosts/count",
+        method = "get",
+        operation_id = "countHosts"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn count(
+        &self,
+        org: org::Path<ReadFleet>,
+        state: poem::web::Data<&AppState>,
+        selector: Query<Option<String>>,
+        #[oai(validator(pattern = "^grp_[0-7][0-9a-hjkmnp-tv-z]{25}$"))] group: Query<
+            Option<String>,
+        >,
+        /// With `group`: only its static members (`static`, set by `setGroupHosts`) or only
+        /// those its selector picks (`label`).
+        group_source: Query<Option<GroupSource>>,
+        status: Query<Option<String>>,
+        distro: Query<Option<String>>,
+        q: Query<Option<String>>,
+        reboot_required: Query<Option<bool>>,
+        has_security_updates: Query<Option<bool>>,
+        /// covered, no_feed or unknown_release.
+        advisory_coverage: Query<Option<String>>,
+    ) -> Result<Json<HostCount>, OrgInputErrors> {
+        let query = HostFilters {
+            selector: selector.0,
+            group: group.0,
+            group_source: group_source.0,
+            status: status.0,
+            distro: distro.0,
+            q: q.0,
+            reboot_required: reboot_required.0,
+            has_security_updates: has_security_updates.0,
+            advisory_coverage: advisory_coverage.0,
+        }
+        .query(org.scope())?;
+        let count = query.count(&state.db.orm).await?;
+        Ok(Json(HostCount { count }))
     }
 
     /// One host, with its groups and open proposals.

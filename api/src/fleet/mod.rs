@@ -5,3 +5,4 @@ pub mod agent_releases;
 pub mod enrollment_tokens;
 pub mod groups;
 pub mod hosts;
+pub mod inventory;

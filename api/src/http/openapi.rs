@@ -5,7 +5,8 @@
 //! - every operation that takes a request body may answer 413 `payload-too-large`: the edge
 //!   reads bodies through a size limit before any handler runs (`crate::http::middleware`);
 //! - `limit` and `cursor` query parameters are the paged lists' (decisions §5): 1 to 500, and
-//!   a cursor the service gave out (or nothing).
+//!   a cursor the service gave out (or nothing): an id's 26 base32 characters, unless the
+//!   operation states its own pattern (lists keyed by a name, such as a host's packages).
 //!
 //! [`exact`] then states in the JSON what poem-openapi's metadata cannot express:
 //! - a request field that may be absent also accepts `null` (poem-openapi reads `null` as
@@ -67,6 +68,8 @@ impl<T: OpenApi> OpenApi for Documented<T> {
                         maximum: Some(f64::from(MAX_LIMIT)),
                         ..MetaSchema::ANY
                     },
+                    // A list keyed by something other than an id states its own pattern.
+                    "cursor" if has_pattern(&param.schema) => continue,
                     "cursor" => MetaSchema {
                         pattern: Some(CURSOR_PATTERN.to_owned()),
                         ..MetaSchema::ANY
@@ -86,6 +89,14 @@ impl<T: OpenApi> OpenApi for Documented<T> {
 
     fn add_routes(self, route_table: &mut HashMap<String, HashMap<Method, BoxEndpoint<'static>>>) {
         self.0.add_routes(route_table);
+    }
+}
+
+/// Whether a parameter's schema already states a pattern.
+fn has_pattern(schema: &poem_openapi::registry::MetaSchemaRef) -> bool {
+    match schema {
+        poem_openapi::registry::MetaSchemaRef::Inline(schema) => schema.pattern.is_some(),
+        poem_openapi::registry::MetaSchemaRef::Reference(_) => false,
     }
 }
 

@@ -396,6 +396,11 @@ pub struct ProposalDetail {
     pub targets: Vec<Target>,
     /// Whether `targets` lists every host.
     pub targets_complete: bool,
+    /// Why approving now would fail preflight (decisions §7), one line per host that cannot
+    /// take the change (held package, offline too long, decommissioned, agent without
+    /// `apply_updates`); empty when it would pass, and for a proposal that is no longer open
+    /// or snoozed.
+    pub preflight: Vec<String>,
 }
 
 impl From<json::Release> for ProposalRelease {
@@ -420,7 +425,7 @@ impl From<json::ReleaseUpgrade> for ProposalReleaseUpgrade {
 impl AdvisoryView {
     /// A stored advisory as shown; `exploited` holds the CVEs on the known-exploited
     /// catalogue.
-    fn new(a: Advisory, exploited: &HashSet<String>) -> AdvisoryView {
+    pub(crate) fn new(a: Advisory, exploited: &HashSet<String>) -> AdvisoryView {
         AdvisoryView {
             id: format!("{}:{}", a.source, a.external_id),
             known_exploited: a.cves.iter().any(|cve| exploited.contains(cve)),
@@ -469,7 +474,13 @@ async fn detail<C: ConnectionTrait>(
     db: &C,
     scope: OrgScope,
     p: proposals::Model,
+    now: DateTime<Utc>,
 ) -> Result<ProposalDetail, ApiError> {
+    let preflight = if ProposalStatus::UNDECIDED.contains(&ProposalStatus::of(&p)) {
+        domain::proposals::preflight::preflight(db, &p, now).await?
+    } else {
+        Vec::new()
+    };
     let changes = proposal_changes::Entity::rows()
         .filter(proposal_changes::Column::ProposalId.eq(p.id))
         .order_by_asc(proposal_changes::Column::Package)
@@ -623,6 +634,7 @@ async fn detail<C: ConnectionTrait>(
         decisions,
         targets,
         targets_complete,
+        preflight,
     })
 }
 
@@ -772,7 +784,9 @@ impl ProposalsApi {
     ) -> Result<Json<ProposalDetail>, OrgReadErrors> {
         let scope = org.scope();
         let p = scope.get(&state.db.orm, *proposal_id).await?;
-        Ok(Json(detail(&state.db.orm, scope, p).await?))
+        Ok(Json(
+            detail(&state.db.orm, scope, p, state.clock.now()).await?,
+        ))
     }
 
     /// Approve a proposal. No body, and no schedule or rollout field is accepted (a request

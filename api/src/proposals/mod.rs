@@ -3,4 +3,6 @@
 
 pub mod api;
 pub mod comments;
+pub mod mentions;
 pub mod policies;
+pub mod preview;

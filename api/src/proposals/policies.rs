@@ -184,6 +184,30 @@ pub struct WindowView {
     /// When the window next opens (now if it is open); absent when it never opens again.
     #[oai(nullable)]
     pub next_opening: Option<DateTime<Utc>>,
+    /// The next five times the window opens (after now, soonest first; fewer when the rule
+    /// ends), as instants: show them in `time_zone`.
+    pub openings: Vec<DateTime<Utc>>,
+}
+
+/// How many openings a preview shows.
+pub const OPENINGS_SHOWN: usize = 5;
+
+/// The first `n` openings of `window` at or after `now`.
+pub fn openings(window: &Window, now: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
+    let mut found = Vec::with_capacity(n);
+    let mut after = now;
+    while found.len() < n {
+        let Some(next) = window.next_opening(after) else {
+            break;
+        };
+        found.push(next);
+        // Rules repeat at most hourly (`Window::parse`), so a second on is past this one.
+        let Some(later) = next.checked_add_signed(chrono::TimeDelta::seconds(1)) else {
+            break;
+        };
+        after = later;
+    }
+    found
 }
 
 #[derive(Object)]
@@ -342,16 +366,21 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
         Some(column) => {
             let spec = column.read()?;
             let parsed = Window::parse(&spec, row.created_at).ok();
-            let next_opening = parsed.and_then(|w| {
+            let next_opening = parsed.as_ref().and_then(|w| {
                 if w.is_open(now) {
                     Some(now)
                 } else {
                     w.next_opening(now)
                 }
             });
+            let openings = parsed
+                .as_ref()
+                .map(|w| openings(w, now, OPENINGS_SHOWN))
+                .unwrap_or_default();
             Some(WindowView {
                 rule: window_rule(spec),
                 next_opening,
+                openings,
             })
         }
     };

@@ -36,6 +36,17 @@ const RULES: &[(&str, &str, Rule)] = &[
     // read hosts, groups, proposals, policies: everyone.
     ("GET", "/v1/orgs/{org}", anyone(Role::Viewer)),
     ("GET", "/v1/orgs/{org}/hosts", anyone(Role::Viewer)),
+    ("GET", "/v1/orgs/{org}/hosts/count", anyone(Role::Viewer)),
+    (
+        "GET",
+        "/v1/orgs/{org}/hosts/{host_id}/packages",
+        anyone(Role::Viewer),
+    ),
+    (
+        "GET",
+        "/v1/orgs/{org}/hosts/{host_id}/updates",
+        anyone(Role::Viewer),
+    ),
     (
         "GET",
         "/v1/orgs/{org}/hosts/{host_id}",
@@ -59,6 +70,12 @@ const RULES: &[(&str, &str, Rule)] = &[
         anyone(Role::Viewer),
     ),
     ("GET", "/v1/orgs/{org}/policies", anyone(Role::Viewer)),
+    // previewing a policy reads hosts and groups only.
+    (
+        "POST",
+        "/v1/orgs/{org}/policies/preview",
+        anyone(Role::Viewer),
+    ),
     (
         "GET",
         "/v1/orgs/{org}/policies/{policy_id}",
@@ -75,6 +92,8 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/proposals/{proposal_id}/comments",
         anyone(Role::Operator),
     ),
+    // whom a comment can mention: those who may comment.
+    ("GET", "/v1/orgs/{org}/mentionable", anyone(Role::Operator)),
     // read agent releases: operator and up.
     (
         "GET",

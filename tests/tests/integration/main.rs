@@ -9,6 +9,7 @@ mod auth;
 mod billing;
 mod client_address;
 mod comments;
+mod console;
 mod email_links;
 mod enrollment_tokens;
 mod foundation;

@@ -168,7 +168,7 @@ impl<'a> Fleet<'a> {
 
     /// Waits until the proposal list (newest first) satisfies `check`, and returns it.
     /// The proposal list once every queued evaluation has run, checked by `check`.
-    async fn until(&self, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    pub(crate) async fn until(&self, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         self.app.run_pending_jobs().await;
         let list = self.list("").await;
         assert!(check(&list), "proposals not as expected: {list:#?}");
@@ -246,7 +246,7 @@ fn policy_uuid(policy: &Value) -> uuid::Uuid {
         .expect("pol id")
 }
 
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
 
