@@ -290,7 +290,8 @@ export interface paths {
         put?: never;
         /**
          * Enrol a host with an enrollment token and a CSR. A token that is not usable (unknown,
-         *     revoked, expired or used up) is 403 `forbidden` without saying why; a malformed CSR or
+         *     revoked, expired or used up: its `max_uses` counts the hosts it enrolled that are still
+         *     pending as well as the uses charged) is 403 `forbidden` without saying why; a malformed CSR or
          *     facts 400; a body over 64 KiB (as sent or decompressed) 413. Limited per client address
          *     (burst 1,000, then 50 a second), checked before the body is read.
          * @description The `machine_id` of a host of the token's organization: a host that never checked in
@@ -305,7 +306,8 @@ export interface paths {
          *
          *     The plan's host cap: on the free plan an organization has at most 5 hosts that are not
          *     decommissioned, and a sixth machine is 403 `plan-required` (re-enrolling a pending host
-         *     does not count again; reviving a decommissioned one does).
+         *     does not count again; reviving a decommissioned one does). A host still pending 24 hours
+         *     after enrolling is removed (audited as `host.pending_expired`), freeing its place.
          */
         post: operations["agentEnroll"];
         delete?: never;
@@ -349,7 +351,9 @@ export interface paths {
         /**
          * Request a sign-in email. Always 202 whether or not the address has an account; only an
          *     existing account is sent a link (`{SERVICE_BASE_URL}/sign-in/verify?token=…`), valid
-         *     once, for 15 minutes. Limited per client address and per email address.
+         *     once, for 15 minutes. Limited per client address (429 `rate-limited`); an address is
+         *     sent at most one sign-in link a minute and five an hour (a sign-up link does not count),
+         *     and a request beyond that is still answered 202 (nothing is sent).
          */
         post: operations["requestMagicLink"];
         delete?: never;
@@ -412,7 +416,9 @@ export interface paths {
         /**
          * Request a sign-up email. Always 202 whether or not the address has an account; the
          *     emailed link (`{SERVICE_BASE_URL}/sign-up/verify?token=…`) is valid once, for 15
-         *     minutes. Limited per client address and per email address (429 `rate-limited`).
+         *     minutes. Limited per client address (429 `rate-limited`); an address is sent at most one
+         *     sign-up link a minute and five an hour, and a request beyond that is still answered 202
+         *     (nothing is sent).
          */
         post: operations["signUp"];
         delete?: never;
@@ -457,7 +463,8 @@ export interface paths {
          *     missing (an owner stays owner; anybody else gets the mapped role); sets the session
          *     cookie and redirects (303) to `{SERVICE_BASE_URL}/`.
          * @description 400 `invalid-request`: the provider reported an error, the `state` is unknown, used or
-         *     stale, the code exchange failed, or the ID token does not validate (signature, `iss`,
+         *     stale, the browser does not hold the `service_sso` cookie its start set (the sign-in is
+         *     bound to the browser that started it), the code exchange failed, or the ID token does not validate (signature, `iss`,
          *     `aud`, `exp`, `nonce`). 403 `forbidden`: the address is not verified by the provider
          *     (`email_verified`), it is not at a verified domain of the organization, or no mapping
          *     matches and there is no `default_role`. 403 `plan-required` when the plan no longer
@@ -510,7 +517,10 @@ export interface paths {
          *     organization that enforces single sign-on 403 `sso-required`.
          * @description An invitation carries its inviter's authority: when the inviter is no longer a member,
          *     or no longer has a role that may invite that role, it is refused with 409
-         *     `invalid-state` (ask an admin for a new one).
+         *     `invalid-state` (ask an admin for a new one) and listed as `revoked` with its
+         *     `revoked_reason` from then on. An invitation SCIM sent gives the role the identity
+         *     provider's groups give at acceptance, and is refused the same way once the provider no
+         *     longer provisions the person.
          */
         post: operations["acceptInvitation"];
         delete?: never;
@@ -1068,8 +1078,11 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Remove a member (or leave, for oneself). Only an owner may remove an owner; the last owner
-         *     cannot be removed (409 `invalid-state`). Their API tokens here are revoked.
+         * Remove a member, or leave: any member may remove themselves (the last owner may not);
+         *     removing anybody else needs admin or above (403 `forbidden` otherwise), and only an owner
+         *     may remove an owner. The last owner cannot be removed (409 `invalid-state`). Their API
+         *     tokens here are revoked; an owner's SCIM token stops working. Audited as
+         *     `member.removed`, or `member.left` for oneself.
          * @description Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
          */
         delete: operations["removeMember"];
@@ -1119,7 +1132,8 @@ export interface paths {
          * Create a notification channel. 400 `invalid-request` for no name, an unknown kind, a
          *     configuration the kind does not accept (unknown or missing fields, a URL that is not
          *     https or resolves to a private address, a supplied webhook secret, more than 50
-         *     addresses); 403 `plan-required` when the organization's plan lacks the kind (slack,
+         *     addresses, an address that is neither a member's nor at one of the organization's
+         *     verified domains, named in `detail`); 403 `plan-required` when the organization's plan lacks the kind (slack,
          *     teams, ntfy and pagerduty need team or above, webhook business or above; email is on
          *     every plan); 409 `conflict` when a channel has that name; 503 `not-configured` when the
          *     deployment has no `SECRETS_KEY` to encrypt credentials with. A webhook channel's
@@ -1183,7 +1197,9 @@ export interface paths {
         put?: never;
         /**
          * Send a `test` event to this channel only (whatever its `events` filter says). 202: the
-         *     delivery is made by a worker and appears in the channel's delivery log.
+         *     delivery is made by a worker and appears in the channel's delivery log. At most 10 tests
+         *     per channel in any hour: the 11th is 429 `rate-limited`, with `Retry-After` saying when
+         *     the hour's oldest test leaves the window.
          */
         post: operations["testNotificationChannel"];
         delete?: never;
@@ -1422,20 +1438,20 @@ export interface paths {
         /**
          * The SCIM token's status and the SCIM base URL. Needs the enterprise plan (403
          *     `plan-required`).
-         * @description Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
+         * @description The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`.
          */
         get: operations["getScimToken"];
         put?: never;
         /**
          * Issue the SCIM token (`scim_…`), shown once; issuing again replaces the previous one,
          *     which stops working at once. Needs the enterprise plan (403 `plan-required`).
-         * @description Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
+         * @description The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`.
          */
         post: operations["issueScimToken"];
         /**
          * Revoke the SCIM token: the provider's next request is refused (401); provisioned members
          *     stay as they are. 404 `not-found` when no token is issued. Works on every plan.
-         * @description Needs a person: a signed-in session. An API token is refused with 403 `forbidden`.
+         * @description The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`.
          */
         delete: operations["revokeScimToken"];
         options?: never;
@@ -1454,19 +1470,28 @@ export interface paths {
          * The organization's single sign-on: its connection (absent until one is saved, never
          *     with the client secret), its domain claims and the redirect address to register at the
          *     provider.
+         * @description The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+         *     (whoever configures the identity provider can sign in as anyone at the verified
+         *     domains, owners included).
          */
         get: operations["getSso"];
         /**
          * Save the OpenID Connect connection. The issuer's discovery document
          *     (`{issuer}/.well-known/openid-configuration`) is read over https through the
          *     deployment's outbound client and must name exactly this issuer. The client secret is
-         *     stored encrypted and never returned; a later save without it keeps it. Audited as
+         *     stored encrypted and never returned; a later save without it keeps it while `issuer`
+         *     and `client_id` stay the same. Audited as
          *     `sso.connection_saved`.
          * @description 400 `invalid-request`: the issuer is not https, its discovery document cannot be read
          *     or names another issuer, or it resolves to a private address; no client secret on a
-         *     first save; a mapping (or `default_role`) naming owner or an unknown role; `enforced`
-         *     without `enabled` or without a verified domain. 403 `plan-required` when the plan lacks
+         *     first save or on a save that changes `issuer` or `client_id`; a mapping (or
+         *     `default_role`) naming owner or an unknown role; `enforced` without `enabled` or without
+         *     a verified domain. 403 `plan-required` when the plan lacks
          *     single sign-on (enterprise). 503 `not-configured` without `SECRETS_KEY`.
+         *
+         *     The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+         *     (whoever configures the identity provider can sign in as anyone at the verified
+         *     domains, owners included).
          */
         put: operations["saveSso"];
         post?: never;
@@ -1491,6 +1516,9 @@ export interface paths {
          *     `invalid-request` for a value that is not a domain name; 403 `plan-required` when the
          *     plan lacks single sign-on; 409 `conflict` when this organization has claimed it already
          *     or another organization has it verified.
+         * @description The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+         *     (whoever configures the identity provider can sign in as anyone at the verified
+         *     domains, owners included).
          */
         post: operations["claimSsoDomain"];
         delete?: never;
@@ -1513,6 +1541,9 @@ export interface paths {
          * Release a claimed domain: addresses at it no longer sign in through the connection. An
          *     organization left without a verified domain stops enforcing single sign-on. 404
          *     `not-found` for a domain this organization has not claimed.
+         * @description The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+         *     (whoever configures the identity provider can sign in as anyone at the verified
+         *     domains, owners included).
          */
         delete: operations["releaseSsoDomain"];
         options?: never;
@@ -1536,6 +1567,9 @@ export interface paths {
          *     a while to be seen); 409 `conflict` when another organization has verified the domain;
          *     403 `plan-required` when the plan lacks single sign-on; 404 `not-found` for a domain
          *     this organization has not claimed. A verified claim answers as it is.
+         * @description The owner only, in person: an admin, or an API token, is refused with 403 `forbidden`
+         *     (whoever configures the identity provider can sign in as anyone at the verified
+         *     domains, owners included).
          */
         post: operations["verifySsoDomain"];
         delete?: never;
@@ -1802,26 +1836,25 @@ export interface components {
         /**
          * Changelog
          * @description A change's Debian-family changelog (decisions §16), fetched once per distribution, source
-         *     package and target version for every organization. `status` is `pending` (not fetched
-         *     yet; a fetch that fails with a 5xx or a timeout is retried for six hours), `available`, or
-         *     `unavailable` (the archive has none for this version, or it could not be read). `entries`:
-         *     those newer than `from_version` up to and including `to_version` (dpkg order), newest
-         *     first, at most 15; empty unless available.
+         *     package and target version for every organization. `status` is `found`, `pending` (not
+         *     fetched yet; a fetch that fails with a 5xx or a timeout is retried for six hours) or
+         *     `missing` (the archive has none for this version, or it could not be read). `url` is the
+         *     address it was read from (null unless found). `entries`: those newer than `from_version` up
+         *     to and including `to_version` (dpkg order), newest first, at most 15; empty unless found.
          */
         Changelog: {
             entries: components["schemas"]["ChangelogEntry"][];
             status: components["schemas"]["ChangelogStatus"];
-            /** @description Where it was read from, once available. */
-            url?: string;
+            /** @description Where it was read from; null unless `found`. */
+            url?: string | null;
         };
         /**
          * ChangelogEntry
-         * @description One changelog entry, as the archive's changelog states it.
+         * @description One changelog entry, as the archive's changelog states it (interface.md's fields, with the
+         *     CVE ids the text names).
          */
         ChangelogEntry: {
-            /** @description `Name <email>` from the trailer; null when it has none. */
-            author?: string | null;
-            /** @description The same as `text` (interface.md's name for it). */
+            /** @description The entry's text (its change lines). */
             changes: string;
             /** @description CVE ids the text names, each once. */
             cves: string[];
@@ -1835,21 +1868,18 @@ export interface components {
              *     when it names none.
              */
             distribution?: string | null;
-            /** @description The same as `author` (interface.md's name for it). */
+            /** @description `Name <email>` from the trailer; null when it has none. */
             maintainer?: string | null;
-            /** @description The entry's text (its change lines). */
-            text: string;
             /** @description low, medium, high, emergency or critical; null when not stated. */
             urgency?: string | null;
             /** @description The Debian version the entry is for. */
             version: string;
         };
         /**
-         * @description Whether a change's changelog has been read (decisions §16, which names interface.md's
-         *     `found` and `missing` `available` and `unavailable`).
+         * @description Whether a change's changelog has been read (interface.md, decisions §16).
          * @enum {string}
          */
-        ChangelogStatus: "pending" | "available" | "unavailable";
+        ChangelogStatus: "found" | "pending" | "missing";
         /**
          * CheckIn
          * @description A check-in. `packages` and `updates` are sent only when they changed: the answer's
@@ -2078,9 +2108,10 @@ export interface components {
             distro_codename?: string | null;
             distro_version?: string | null;
             frozen?: components["schemas"]["Frozen"] | null;
+            /** @description 1 to 255 characters. */
             hostname: string;
             kernel_version?: string | null;
-            /** @description The host's identity within the organization. */
+            /** @description The host's identity within the organization (`/etc/machine-id`), 1 to 255 characters. */
             machine_id: string;
             /** @description debian, rhel, suse, arch or alpine. */
             os_family?: string | null;
@@ -2315,9 +2346,19 @@ export interface components {
             id: string;
             /** @description Who invited (`usr_`). */
             invited_by: string;
+            /**
+             * @description Why it was revoked when nobody revoked it by hand: its inviter may no longer invite,
+             *     or the identity provider no longer provisions the person. Null otherwise.
+             */
+            revoked_reason?: string | null;
             role: string;
             /** @description pending, accepted, revoked or expired. */
             status: string;
+            /**
+             * @description Sent by SCIM provisioning to an address outside the organization's verified domains:
+             *     the person becomes a member by accepting it, with the role their groups give then.
+             */
+            via_scim: boolean;
         };
         /**
          * Job
@@ -3265,6 +3306,15 @@ export interface components {
              * @description When the provider last used it (written at most once a minute).
              */
             last_used_at?: string | null;
+            /**
+             * Format: date-time
+             * @description When the token stopped working without being replaced or revoked by hand: its issuer
+             *     is no longer an owner (decisions §18). Null while it works and after a new one is
+             *     issued.
+             */
+            revoked_at?: string | null;
+            /** @description Why it stopped working, in words. */
+            revoked_reason?: string | null;
             /** @description The `scim_…` value: in the issue answer only, shown once; only its hash is kept. */
             token?: string;
         };
@@ -3429,8 +3479,9 @@ export interface components {
         SsoConnectionInput: {
             client_id: string;
             /**
-             * @description Required on the first save; absent or null on a later save keeps the stored secret.
-             *     Stored encrypted, never returned.
+             * @description Required on the first save and on any save that changes `issuer` or `client_id` (a
+             *     stored secret is only ever sent to the issuer and client it was given for); absent or
+             *     null on another save keeps the stored secret. Stored encrypted, never returned.
              */
             client_secret?: string | null;
             /**
@@ -6101,7 +6152,10 @@ export interface operations {
     startSso: {
         parameters: {
             query: {
-                /** @description The address to sign in as; its domain picks the organization. */
+                /**
+                 * @description The address to sign in as (at most 254 characters); its domain picks the
+                 *     organization.
+                 */
                 email: string;
             };
             header?: never;
@@ -6117,6 +6171,12 @@ export interface operations {
             303: {
                 headers: {
                     LOCATION: string;
+                    /**
+                     * @description `service_sso`: binds the sign-in to this browser (HttpOnly, SameSite=Lax,
+                     *     Path=/v1/auth/sso, 10 minutes, Secure as the session cookie); the callback is
+                     *     refused without it.
+                     */
+                    "SET-COOKIE": string;
                     [name: string]: unknown;
                 };
                 content?: never;
