@@ -88,13 +88,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let code = match runtime.block_on(dispatch(cli)) {
         Ok(code) => code,
         Err(err) => {
             tracing::error!("{err:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    crate::usage::log();
+    code
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -22,6 +22,7 @@ pub mod run;
 pub mod state;
 pub mod status;
 pub mod system;
+pub mod usage;
 pub mod window;
 
 /// This agent's version, as it reports it (`agent_version`).

@@ -29,6 +29,23 @@ enum Reply {
 struct Fake {
     reply: Mutex<Reply>,
     results: Mutex<Vec<(String, Value)>>,
+    /// CSRs of renewals, and the key id each check-in signed with.
+    renewals: Mutex<Vec<String>>,
+    key_ids: Mutex<Vec<String>>,
+}
+
+#[handler]
+async fn renew(fake: Data<&Arc<Fake>>, Json(body): Json<Value>) -> Response {
+    fake.renewals
+        .lock()
+        .await
+        .push(body["csr"].as_str().unwrap_or_default().to_owned());
+    Response::builder().content_type("application/json").body(
+        json!({"key_id": "cd34", "certificate": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+               "ca_certificate": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+               "expires_at": "2099-06-01T00:00:00Z"})
+        .to_string(),
+    )
 }
 
 #[handler]
@@ -46,7 +63,15 @@ fn enroll() -> Response {
 }
 
 #[handler]
-async fn check_in(fake: Data<&Arc<Fake>>) -> Response {
+async fn check_in(fake: Data<&Arc<Fake>>, request: &poem::Request) -> Response {
+    let input = request.header("signature-input").unwrap_or_default();
+    let key_id = input
+        .split(';')
+        .find_map(|p| p.strip_prefix("keyid="))
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_owned();
+    fake.key_ids.lock().await.push(key_id);
     let reply = fake.reply.lock().await.clone();
     match reply {
         Reply::Answer(body) => Response::builder()
@@ -86,6 +111,8 @@ async fn bad_answers_get_clear_logs_and_failed_results_and_nothing_applied() {
     let fake = Arc::new(Fake {
         reply: Mutex::new(Reply::Status(500)),
         results: Mutex::new(Vec::new()),
+        renewals: Mutex::new(Vec::new()),
+        key_ids: Mutex::new(Vec::new()),
     });
     let acceptor = TcpListener::bind("127.0.0.1:0")
         .into_acceptor()
@@ -100,6 +127,7 @@ async fn bad_answers_get_clear_logs_and_failed_results_and_nothing_applied() {
         .at("/v1/agent/enroll", post(enroll))
         .at("/v1/agent/check-in", post(check_in))
         .at("/v1/agent/jobs/:id/result", post(result))
+        .at("/v1/agent/certificate", post(renew))
         .data(fake.clone());
     tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
 
@@ -217,4 +245,87 @@ async fn bad_answers_get_clear_logs_and_failed_results_and_nothing_applied() {
             .is_some_and(|e| e.contains("could not be read")),
         "{status}"
     );
+}
+
+/// In its certificate's last 30 days the agent renews: a new key, kept before the CSR is sent,
+/// replaces the old one once the certificate for it is stored, and signs from then on.
+#[tokio::test]
+async fn a_certificate_in_its_last_30_days_is_renewed_with_a_new_key() {
+    let root = Root::debian();
+    let fake = Arc::new(Fake {
+        reply: Mutex::new(Reply::Answer(
+            json!({"next_check_in_s": 300, "send_inventory": false, "jobs": []}),
+        )),
+        results: Mutex::new(Vec::new()),
+        renewals: Mutex::new(Vec::new()),
+        key_ids: Mutex::new(Vec::new()),
+    });
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .expect("bind");
+    let address = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().copied())
+        .expect("an address");
+    let app = Route::new()
+        .at("/v1/agent/enroll", post(enroll))
+        .at("/v1/agent/check-in", post(check_in))
+        .at("/v1/agent/certificate", post(renew))
+        .data(fake.clone());
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    let agent = Agent::new(root.path(), "refresh_lists = false\n");
+    let enrolled = agent
+        .run(&[
+            "enroll",
+            "--server",
+            &format!("http://{address}"),
+            "--token",
+            "enr_x",
+        ])
+        .await;
+    assert_eq!(enrolled.code, Some(0), "{}", enrolled.stderr);
+    let quiet = agent.run(&["run", "--once"]).await;
+    assert_eq!(quiet.code, Some(0), "{}", quiet.stderr);
+    assert!(
+        fake.renewals.lock().await.is_empty(),
+        "not due: the certificate runs to 2099"
+    );
+
+    // Twenty days left.
+    let state_file = agent.state_dir().join("state.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_file).expect("state")).expect("JSON");
+    let soon = (agent::now() + chrono::Duration::days(20)).to_rfc3339();
+    state["enrollment"]["certificate_expires_at"] = json!(soon);
+    std::fs::write(&state_file, state.to_string()).expect("state");
+    let old_key = std::fs::read_to_string(agent.state_dir().join("key.pem")).expect("key");
+    let renewed = agent.run(&["run", "--once"]).await;
+    assert_eq!(renewed.code, Some(0), "{}", renewed.stderr);
+    assert!(
+        renewed.stderr.contains("certificate renewed"),
+        "{}",
+        renewed.stderr
+    );
+    let csrs = fake.renewals.lock().await.clone();
+    assert_eq!(csrs.len(), 1);
+    assert!(csrs[0].contains("BEGIN CERTIFICATE REQUEST"), "{}", csrs[0]);
+    let new_key = std::fs::read_to_string(agent.state_dir().join("key.pem")).expect("key");
+    assert_ne!(new_key, old_key, "a new key");
+    assert!(!agent.state_dir().join("key.pending.pem").exists());
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_file).expect("state")).expect("JSON");
+    assert_eq!(state["enrollment"]["key_id"], "cd34");
+    assert_eq!(
+        state["enrollment"]["certificate_expires_at"],
+        "2099-06-01T00:00:00Z"
+    );
+    let signed_with = fake.key_ids.lock().await.clone();
+    assert_eq!(
+        signed_with.last().map(String::as_str),
+        Some("cd34"),
+        "{signed_with:?}"
+    );
+    assert_eq!(signed_with.first().map(String::as_str), Some("ab12"));
 }

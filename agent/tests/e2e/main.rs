@@ -5,6 +5,7 @@
 mod debian;
 mod hostile;
 mod packages;
+mod packaging;
 mod rhel;
 mod roots;
 mod service;

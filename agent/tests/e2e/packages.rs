@@ -27,6 +27,8 @@ pub struct Spec<'a> {
     pub files: Vec<(&'a str, &'a Path)>,
     /// A `postinst` script (Debian).
     pub postinst: Option<&'a str>,
+    /// rpm `Provides:`.
+    pub provides: Vec<String>,
 }
 
 impl<'a> Spec<'a> {
@@ -37,7 +39,13 @@ impl<'a> Spec<'a> {
             depends: None,
             files: Vec::new(),
             postinst: None,
+            provides: Vec::new(),
         }
+    }
+
+    pub fn provides(mut self, provides: Vec<String>) -> Spec<'a> {
+        self.provides = provides;
+        self
     }
 
     pub fn postinst(mut self, script: &'a str) -> Spec<'a> {
@@ -129,6 +137,9 @@ pub fn rpm(spec: &Spec<'_>, release: &str, epoch: Option<u32>, dir: &Path) {
     }
     if let Some(depends) = spec.depends {
         text.push_str(&format!("Requires: {depends}\n"));
+    }
+    for provided in &spec.provides {
+        text.push_str(&format!("Provides: {provided}\n"));
     }
     text.push_str(&format!(
         "%description\nA package of the agent's tests.\n%install\nmkdir -p %{{buildroot}}/usr/share/{name}\necho {version} > %{{buildroot}}/usr/share/{name}/version\n%files\n/usr/share/{name}/version\n",

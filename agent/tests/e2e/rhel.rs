@@ -44,7 +44,7 @@ const UPDATEINFO: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 </updates>
 "#;
 
-fn rocky_root() -> Root {
+pub fn rocky_root() -> Root {
     let root = Root::rpm();
     let local = root.read("/etc/dnf/plugins/local.conf");
     root.write(

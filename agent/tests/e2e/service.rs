@@ -100,6 +100,13 @@ impl Service {
     }
 }
 
+/// The agent binary: this build's, or `FLEET_AGENT_BIN` (the benchmark measures a release
+/// build).
+fn binary() -> String {
+    std::env::var("FLEET_AGENT_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_fleet-agent").to_owned())
+}
+
 /// The real `fleet-agent`, on a root, with its own configuration and state directory.
 pub struct Agent {
     config: PathBuf,
@@ -132,7 +139,7 @@ impl Agent {
 
     /// Starts the agent without waiting for it.
     pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_fleet-agent"))
+        tokio::process::Command::new(binary())
             .arg("--config")
             .arg(&self.config)
             .arg("--state-dir")
@@ -148,7 +155,7 @@ impl Agent {
     }
 
     pub async fn run(&self, args: &[&str]) -> Ran {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fleet-agent"))
+        let out = tokio::process::Command::new(binary())
             .arg("--config")
             .arg(&self.config)
             .arg("--state-dir")
@@ -156,7 +163,10 @@ impl Agent {
             .arg("--root")
             .arg(&self.root)
             .args(args)
-            .env("FLEET_AGENT_LOG", "info")
+            .env(
+                "FLEET_AGENT_LOG",
+                std::env::var("FLEET_AGENT_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .kill_on_drop(true)
             .output()
             .await
