@@ -329,3 +329,78 @@ async fn a_certificate_in_its_last_30_days_is_renewed_with_a_new_key() {
     );
     assert_eq!(signed_with.first().map(String::as_str), Some("ab12"));
 }
+
+/// `fleet-agent run` (the service's way): through an outage it backs off and keeps going, and
+/// a stop signal ends it at once, cleanly.
+#[tokio::test]
+async fn the_daemon_backs_off_through_an_outage_and_stops_on_sigterm() {
+    let root = Root::debian();
+    let fake = Arc::new(Fake {
+        reply: Mutex::new(Reply::Status(503)),
+        results: Mutex::new(Vec::new()),
+        renewals: Mutex::new(Vec::new()),
+        key_ids: Mutex::new(Vec::new()),
+    });
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .expect("bind");
+    let address = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().copied())
+        .expect("an address");
+    let app = Route::new()
+        .at("/v1/agent/enroll", post(enroll))
+        .at("/v1/agent/check-in", post(check_in))
+        .data(fake.clone());
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    let agent = Agent::new(root.path(), "refresh_lists = false\n");
+    let enrolled = agent
+        .run(&[
+            "enroll",
+            "--server",
+            &format!("http://{address}"),
+            "--token",
+            "enr_x",
+        ])
+        .await;
+    assert_eq!(enrolled.code, Some(0), "{}", enrolled.stderr);
+    let mut daemon = agent.spawn_quiet(&["run"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while fake.key_ids.lock().await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never checked in"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Backing off (30 s after the first failure): no second attempt at once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(fake.key_ids.lock().await.len(), 1, "backed off");
+    assert!(
+        daemon.try_wait().expect("status").is_none(),
+        "still running through the outage"
+    );
+    let pid = daemon.id().expect("a pid");
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), daemon.wait())
+        .await
+        .expect("stopped within 10 s")
+        .expect("status");
+    assert_eq!(status.code(), Some(0));
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(agent.state_dir().join("state.json")).expect("state"),
+    )
+    .expect("JSON");
+    assert!(
+        state["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("503")),
+        "{state}"
+    );
+}

@@ -154,6 +154,24 @@ impl Agent {
             .expect("start fleet-agent")
     }
 
+    /// [`Agent::spawn`] with its output discarded.
+    pub fn spawn_quiet(&self, args: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(binary())
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .arg("--root")
+            .arg(&self.root)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start fleet-agent")
+    }
+
     pub async fn run(&self, args: &[&str]) -> Ran {
         let out = tokio::process::Command::new(binary())
             .arg("--config")
