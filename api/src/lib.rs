@@ -44,6 +44,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
             fleet::inventory::InventoryApi,
             proposals::preview::PolicyPreviewApi,
             proposals::mentions::MentionsApi,
+            proposals::impact::ImpactApi,
             notifications::channels::ChannelsApi,
             notifications::deliveries::DeliveriesApi,
             notifications::digest::DigestApi,

@@ -196,7 +196,7 @@ impl<T> sea_orm::IntoActiveValue<JsonText<T>> for JsonText<T> {
 pub type Labels = BTreeMap<String, String>;
 
 /// A package an update would newly install (`Impact::installs`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ImpactInstall {
     pub name: String,
     pub version: String,
@@ -214,6 +214,56 @@ pub struct Impact {
     pub installs: Vec<ImpactInstall>,
     #[serde(default)]
     pub removes: Vec<String>,
+}
+
+/// What a proposal's changes would do to one of its hosts (`proposal_hosts.impact`, decisions
+/// §21): what its agent said of each change, together. Lists are sorted and hold each entry
+/// once.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Hash, Default)]
+pub struct HostImpact {
+    /// The agent said what every change would do; `false`: for some it did not (the host
+    /// counts as unknown, and what is listed is what it did say).
+    pub known: bool,
+    /// A change needs a reboot (its impact says so, or the update was reported
+    /// `requires_reboot`).
+    pub reboot: bool,
+    #[serde(default)]
+    pub restarts: Vec<String>,
+    #[serde(default)]
+    pub installs: Vec<ImpactInstall>,
+    #[serde(default)]
+    pub removes: Vec<String>,
+}
+
+/// A unit or package and on how many of a proposal's hosts it restarts, is installed or removed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ImpactCount {
+    pub name: String,
+    pub hosts: i64,
+}
+
+/// A proposal's hosts' impacts summed up (`proposal_impacts.summary`, decisions §21): lists
+/// most hosts first, then by name.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ImpactSummary {
+    pub hosts: i64,
+    pub hosts_rebooting: i64,
+    pub hosts_unknown: i64,
+    #[serde(default)]
+    pub restarts: Vec<ImpactCount>,
+    #[serde(default)]
+    pub installs: Vec<ImpactCount>,
+    #[serde(default)]
+    pub removes: Vec<ImpactCount>,
+    /// Distinct units, packages installed and packages removed in all (the lists may be cut).
+    #[serde(default)]
+    pub restarts_total: i64,
+    #[serde(default)]
+    pub installs_total: i64,
+    #[serde(default)]
+    pub removes_total: i64,
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// An advisory an update fixes, as stored (`host_updates.advisories`,

@@ -40,6 +40,7 @@ pub mod policy_dirty;
 pub mod proposal_changes;
 pub mod proposal_decisions;
 pub mod proposal_hosts;
+pub mod proposal_impacts;
 pub mod proposals;
 pub mod scim_group_members;
 pub mod scim_groups;

@@ -1,8 +1,9 @@
-//! A host of a proposal, with the positions of the changes it makes (positions, ascending).
+//! A host of a proposal, with the positions of the changes it makes (positions, ascending) and
+//! what they would do to it.
 
 use sea_orm::entity::prelude::*;
 
-use crate::json::JsonText;
+use crate::json::{HostImpact, JsonText};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "proposal_hosts")]
@@ -12,6 +13,9 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub host_id: Uuid,
     pub changes: JsonText<Vec<i32>>,
+    /// What the changes would do to the host, as its agent said (decisions §21); `None` for a
+    /// release upgrade and for rows written before impacts were kept: unknown.
+    pub impact: Option<JsonText<HostImpact>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -21,6 +21,7 @@ mod m20261126_000300_host_updates_seq;
 mod m20261126_000400_host_inventories_lz4;
 mod m20261127_000100_host_update_impact;
 mod m20261127_000200_trust_boundaries;
+mod m20261128_000100_proposal_impact;
 
 pub struct Migrator;
 
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000400_host_inventories_lz4::Migration),
             Box::new(m20261127_000100_host_update_impact::Migration),
             Box::new(m20261127_000200_trust_boundaries::Migration),
+            Box::new(m20261128_000100_proposal_impact::Migration),
         ]
     }
 }

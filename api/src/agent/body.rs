@@ -66,10 +66,20 @@ pub fn decode(raw: &[u8], content_encoding: Option<&str>, max: usize) -> Result<
     }
 }
 
-/// Parses JSON strictly into `T`, saying where it went wrong.
+/// Parses JSON strictly into `T`, saying where it went wrong: the field, as the bounds name
+/// it (`updates[3].impact.reboot`), and the line and column.
 pub fn json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::invalid(format!("The request body is not acceptable: {e}")))
+    let mut reader = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut reader).map_err(|e| {
+        let at = e.path().to_string();
+        let err = e.into_inner();
+        // `.` is the body itself, `?` a place the parser could not name (not JSON).
+        if at.is_empty() || at == "." || at.starts_with('?') {
+            ApiError::invalid(format!("The request body is not acceptable: {err}"))
+        } else {
+            ApiError::invalid(format!("{at}: {err}"))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -107,6 +117,37 @@ mod tests {
             decode(body, Some("br"), MAX_SIGNED),
             Err(ApiError::InvalidRequest(_))
         ));
+    }
+
+    #[test]
+    fn a_body_of_the_wrong_shape_is_refused_naming_the_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Impact {
+            reboot: bool,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Update {
+            impact: Option<Impact>,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Body {
+            updates: Vec<Update>,
+        }
+        let refused = json::<Body>(br#"{"updates": [{}, {"impact": {"reboot": -1}}]}"#);
+        let Err(ApiError::InvalidRequest(detail)) = refused else {
+            panic!("refused: {refused:?}");
+        };
+        assert!(detail.starts_with("updates[1].impact.reboot: "), "{detail}");
+        let Err(ApiError::InvalidRequest(detail)) = json::<Body>(b"{not json") else {
+            panic!("not JSON is refused");
+        };
+        assert!(
+            detail.starts_with("The request body is not acceptable"),
+            "{detail}"
+        );
     }
 
     #[test]

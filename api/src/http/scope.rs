@@ -25,8 +25,8 @@ use entities::{
     host_updates, hosts, invitations, known_exploited, memberships, notification_attempts,
     notification_channels, notification_deliveries, notification_events, organizations,
     payment_events, policies, policy_dirty, proposal_changes, proposal_decisions, proposal_hosts,
-    proposals, scim_group_members, scim_groups, scim_tokens, scim_users, sessions, sso_connections,
-    sso_domains, sso_logins, subscriptions, usage_days,
+    proposal_impacts, proposals, scim_group_members, scim_groups, scim_tokens, scim_users,
+    sessions, sso_connections, sso_domains, sso_logins, subscriptions, usage_days,
 };
 use platform::ids::{
     AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,
@@ -196,6 +196,7 @@ impl Untenanted for sso_logins::Entity {}
 // Children, keyed by a tenant row's id.
 impl Untenanted for group_hosts::Entity {}
 impl Untenanted for proposal_hosts::Entity {}
+impl Untenanted for proposal_impacts::Entity {}
 impl Untenanted for proposal_changes::Entity {}
 impl Untenanted for proposal_decisions::Entity {}
 impl Untenanted for host_packages::Entity {}

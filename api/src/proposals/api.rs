@@ -18,7 +18,7 @@ use domain::{
 };
 use entities::{
     accounts, hosts,
-    json::{self, Advisory},
+    json::{self, Advisory, HostImpact, JsonText},
     known_exploited, proposal_changes, proposal_decisions, proposal_hosts, proposals,
 };
 use platform::ids::{AccountId, HostId, PolicyId, ProposalId};
@@ -28,6 +28,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use super::impact::{HostImpactView, ImpactSummaryView};
 use crate::{
     AppState,
     http::access::org,
@@ -340,6 +341,8 @@ pub struct Target {
     pub hostname: String,
     #[oai(nullable)]
     pub display_name: Option<String>,
+    /// What the proposal's changes would do to this host (decisions §21).
+    pub impact: HostImpactView,
 }
 
 /// A proposal in full.
@@ -396,6 +399,18 @@ pub struct ProposalDetail {
     pub targets: Vec<Target>,
     /// Whether `targets` lists every host.
     pub targets_complete: bool,
+    /// What approving would do to the hosts (decisions §21): how many reboot, which units
+    /// restart and which packages are installed or removed, on how many hosts each; hosts
+    /// whose agents did not say are counted in `hosts_unknown`. Each host's own is in
+    /// `targets` and `GET …/proposals/{proposal_id}/impact`.
+    pub impact: ImpactSummaryView,
+    /// What an approver should not miss (decisions §21), one sentence each: every package a
+    /// change would remove, and every unit that would restart on more than half the
+    /// proposal's hosts at once (at most 10 of each named, then one line with how many
+    /// more). Empty when there is nothing to call out, or nothing is known. For example
+    /// `["Removes the package libssl3 on 37 of 40 hosts.", "Restarts ssh.service on 37 of 40
+    /// hosts, more than half of them at once."]`.
+    pub warnings: Vec<String>,
     /// Why approving now would fail preflight (decisions §7), one line per host that cannot
     /// take the change (held package, offline too long, decommissioned, agent without
     /// `apply_updates`); empty when it would pass, and for a proposal that is no longer open
@@ -562,17 +577,26 @@ async fn detail<C: ConnectionTrait>(
         })
         .collect();
 
-    let target_ids: Vec<Uuid> = proposal_hosts::Entity::rows()
+    let target_rows: Vec<(Uuid, Option<JsonText<HostImpact>>)> = proposal_hosts::Entity::rows()
         .select_only()
         .column(proposal_hosts::Column::HostId)
+        .column(proposal_hosts::Column::Impact)
         .filter(proposal_hosts::Column::ProposalId.eq(p.id))
         .order_by_asc(proposal_hosts::Column::HostId)
         .limit(MAX_TARGETS + 1)
         .into_tuple()
         .all(db)
         .await?;
-    let targets_complete = target_ids.len() as u64 <= MAX_TARGETS;
-    let listed: Vec<Uuid> = target_ids.into_iter().take(MAX_TARGETS as usize).collect();
+    let targets_complete = target_rows.len() as u64 <= MAX_TARGETS;
+    let mut impacts: HashMap<Uuid, Option<JsonText<HostImpact>>> = HashMap::new();
+    let listed: Vec<Uuid> = target_rows
+        .into_iter()
+        .take(MAX_TARGETS as usize)
+        .map(|(id, impact)| {
+            impacts.insert(id, impact);
+            id
+        })
+        .collect();
     let mut names: HashMap<Uuid, (String, Option<String>)> = scope
         .rows::<hosts::Entity>()
         .select_only()
@@ -596,9 +620,11 @@ async fn detail<C: ConnectionTrait>(
                 id: HostId::from(id),
                 hostname,
                 display_name,
+                impact: HostImpactView::of(impacts.get(&id).and_then(Option::as_ref)),
             })
         })
         .collect();
+    let (impact, warnings) = super::impact::summary(db, &p).await?;
 
     Ok(ProposalDetail {
         id: ProposalId::from(p.id),
@@ -634,6 +660,8 @@ async fn detail<C: ConnectionTrait>(
         decisions,
         targets,
         targets_complete,
+        impact,
+        warnings,
         preflight,
     })
 }
@@ -769,7 +797,8 @@ impl ProposalsApi {
     }
 
     /// A proposal in full: its changes grouped by package and both versions, with advisories;
-    /// who decided what; and up to 100 of its hosts.
+    /// who decided what; what approving would do to its hosts (`impact`, `warnings`); and up
+    /// to 100 of its hosts, each with its own impact.
     #[oai(
         path = "/v1/orgs/:org/proposals/:proposal_id",
         method = "get",

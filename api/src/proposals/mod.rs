@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod comments;
+pub mod impact;
 pub mod mentions;
 pub mod policies;
 pub mod preview;

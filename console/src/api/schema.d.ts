@@ -1310,7 +1310,8 @@ export interface paths {
         };
         /**
          * A proposal in full: its changes grouped by package and both versions, with advisories;
-         *     who decided what; and up to 100 of its hosts.
+         *     who decided what; what approving would do to its hosts (`impact`, `warnings`); and up
+         *     to 100 of its hosts, each with its own impact.
          */
         get: operations["getProposal"];
         put?: never;
@@ -1380,6 +1381,28 @@ export interface paths {
          *     mentioning themself is recorded but not emailed.
          */
         post: operations["createComment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{org}/proposals/{proposal_id}/impact": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the proposal's changes would do to each of its hosts (decisions §21), by host id,
+         *     paged (`limit` default 50, at most 500; `cursor` from `next_cursor`). `impact.known` is
+         *     false for a host whose agent did not say what every change would do: unknown, never
+         *     "no impact". The proposal detail has the summary of this list.
+         */
+        get: operations["listProposalImpact"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2273,6 +2296,78 @@ export interface components {
             /** @description enrolled, checked_in_after_gap, labels_changed, went_offline, decommissioned, job_ran, … */
             kind: string;
         };
+        /**
+         * HostImpactItem
+         * @description One host of a proposal and what the proposal's changes would do to it.
+         * @example {
+         *       "display_name": "web-01 (eu-west)",
+         *       "hostname": "web-01",
+         *       "id": "hst_01jdqjm700e008000000000001",
+         *       "impact": {
+         *         "installs": [
+         *           {
+         *             "name": "libssl3t64",
+         *             "version": "3.0.13-0ubuntu3.4"
+         *           }
+         *         ],
+         *         "known": true,
+         *         "reboot": false,
+         *         "removes": [
+         *           "libssl3"
+         *         ],
+         *         "restarts": [
+         *           "nginx.service",
+         *           "ssh.service"
+         *         ]
+         *       }
+         *     }
+         */
+        HostImpactItem: {
+            display_name?: string | null;
+            hostname: string;
+            /** @description `hst_` id. */
+            id: string;
+            impact: components["schemas"]["HostImpactView"];
+        };
+        /**
+         * HostImpactView
+         * @description What the proposal's changes would do to one host, as its agent said (decisions §21).
+         * @example {
+         *       "installs": [
+         *         {
+         *           "name": "libssl3t64",
+         *           "version": "3.0.13-0ubuntu3.4"
+         *         }
+         *       ],
+         *       "known": true,
+         *       "reboot": false,
+         *       "removes": [
+         *         "libssl3"
+         *       ],
+         *       "restarts": [
+         *         "nginx.service",
+         *         "ssh.service"
+         *       ]
+         *     }
+         */
+        HostImpactView: {
+            /** @description Packages the upgrade would newly install, by name; at most 1,000. */
+            installs: components["schemas"]["InstallView"][];
+            /**
+             * @description The agent said what every change would do to the host. `false`: for some it did not
+             *     (unknown, never "no impact"); the lists hold what it did say.
+             */
+            known: boolean;
+            /**
+             * @description The host would reboot (a change's impact says so, or its update was reported
+             *     `requires_reboot`).
+             */
+            reboot: boolean;
+            /** @description Packages the upgrade would remove, by name; at most 1,000. */
+            removes: string[];
+            /** @description systemd units that would restart, by name; at most 1,000. */
+            restarts: string[];
+        };
         /** HostPatch */
         HostPatch: {
             /**
@@ -2320,6 +2415,96 @@ export interface components {
          * @description A package the update would bring in.
          */
         ImpactInstall: {
+            name: string;
+            version: string;
+        };
+        /**
+         * ImpactSummaryView
+         * @description What approving the proposal would do to its hosts, as their agents worked it out before
+         *     approval (decisions §21): each agent simulates every update with its package manager
+         *     (`apt-get -s`, `dnf --assumeno`) and looks for units whose running processes use the files
+         *     a package ships. Worked out whenever the proposal's hosts are (each check-in that changes a
+         *     host's updates), so it is as fresh as the proposal's host list.
+         *
+         *     A host whose agent did not say what some change would do (an older or third-party agent,
+         *     or a simulation it could not run) counts in `hosts_unknown`, never as "no impact"; what it
+         *     did say still counts, so a host may be both rebooting and unknown. A release upgrade
+         *     (`dist_upgrade`) has no impact worked out: every host is unknown.
+         * @example {
+         *       "hosts": 40,
+         *       "hosts_rebooting": 12,
+         *       "hosts_unknown": 3,
+         *       "installs": [
+         *         {
+         *           "hosts": 37,
+         *           "name": "libssl3t64"
+         *         }
+         *       ],
+         *       "installs_total": 1,
+         *       "removes": [
+         *         {
+         *           "hosts": 37,
+         *           "name": "libssl3"
+         *         }
+         *       ],
+         *       "removes_total": 1,
+         *       "restarts": [
+         *         {
+         *           "hosts": 37,
+         *           "unit": "ssh.service"
+         *         },
+         *         {
+         *           "hosts": 18,
+         *           "unit": "nginx.service"
+         *         }
+         *       ],
+         *       "restarts_total": 2
+         *     }
+         */
+        ImpactSummaryView: {
+            /**
+             * Format: int64
+             * @description The proposal's hosts (the same as the proposal's `hosts`).
+             */
+            hosts: number;
+            /**
+             * Format: int64
+             * @description Hosts that would reboot: a change's impact says so, or its update was reported
+             *     `requires_reboot`.
+             */
+            hosts_rebooting: number;
+            /**
+             * Format: int64
+             * @description Hosts whose agents did not say what every change would do.
+             */
+            hosts_unknown: number;
+            /** @description Packages the upgrade would newly install, most hosts first; at most 100. */
+            installs: components["schemas"]["PackageHosts"][];
+            /**
+             * Format: int64
+             * @description Distinct packages installed in all.
+             */
+            installs_total: number;
+            /** @description Packages the upgrade would remove, most hosts first; at most 100. */
+            removes: components["schemas"]["PackageHosts"][];
+            /**
+             * Format: int64
+             * @description Distinct packages removed in all.
+             */
+            removes_total: number;
+            /** @description Units that would restart, most hosts first (then by name); at most 100. */
+            restarts: components["schemas"]["UnitRestarts"][];
+            /**
+             * Format: int64
+             * @description Distinct units in all (`restarts` shows the first 100).
+             */
+            restarts_total: number;
+        };
+        /**
+         * InstallView
+         * @description A package the upgrade would newly install on the host.
+         */
+        InstallView: {
             name: string;
             version: string;
         };
@@ -2698,6 +2883,15 @@ export interface components {
             version: string;
         };
         /**
+         * PackageHosts
+         * @description A package and on how many of the proposal's hosts it would be installed or removed.
+         */
+        PackageHosts: {
+            /** Format: int64 */
+            hosts: number;
+            name: string;
+        };
+        /**
          * Page_ApiTokenRecord
          * @description A page of a list.
          */
@@ -2757,6 +2951,15 @@ export interface components {
          */
         Page_HostEvent: {
             items: components["schemas"]["HostEvent"][];
+            /** @description Pass as `cursor` to get the next page; null on the last page. */
+            next_cursor?: string | null;
+        };
+        /**
+         * Page_HostImpactItem
+         * @description A page of a list.
+         */
+        Page_HostImpactItem: {
+            items: components["schemas"]["HostImpactItem"][];
             /** @description Pass as `cursor` to get the next page; null on the last page. */
             next_cursor?: string | null;
         };
@@ -3021,6 +3224,13 @@ export interface components {
              */
             hosts: number;
             id: string;
+            /**
+             * @description What approving would do to the hosts (decisions §21): how many reboot, which units
+             *     restart and which packages are installed or removed, on how many hosts each; hosts
+             *     whose agents did not say are counted in `hosts_unknown`. Each host's own is in
+             *     `targets` and `GET …/proposals/{proposal_id}/impact`.
+             */
+            impact: components["schemas"]["ImpactSummaryView"] & unknown;
             /** @description `package_update`, `security_update` (every change fixes an advisory) or `dist_upgrade`. */
             kind: string;
             /**
@@ -3078,6 +3288,15 @@ export interface components {
             title: string;
             /** Format: date-time */
             updated_at: string;
+            /**
+             * @description What an approver should not miss (decisions §21), one sentence each: every package a
+             *     change would remove, and every unit that would restart on more than half the
+             *     proposal's hosts at once (at most 10 of each named, then one line with how many
+             *     more). Empty when there is nothing to call out, or nothing is known. For example
+             *     `["Removes the package libssl3 on 37 of 40 hosts.", "Restarts ssh.service on 37 of 40
+             *     hosts, more than half of them at once."]`.
+             */
+            warnings: string[];
         };
         /**
          * ProposalItem
@@ -3569,6 +3788,18 @@ export interface components {
             hostname: string;
             /** @description `hst_` id. */
             id: string;
+            /** @description What the proposal's changes would do to this host (decisions §21). */
+            impact: components["schemas"]["HostImpactView"] & unknown;
+        };
+        /**
+         * UnitRestarts
+         * @description A systemd unit and on how many of the proposal's hosts it would restart.
+         */
+        UnitRestarts: {
+            /** Format: int64 */
+            hosts: number;
+            /** @description e.g. `nginx.service`. */
+            unit: string;
         };
         /**
          * Update
@@ -10982,6 +11213,92 @@ export interface operations {
             };
             /** @description `payload-too-large`: the request body is over the size limit; nothing was read further or changed. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate-limited`: over the caller's share of the organization's request limit, the organization's limit, or a per-address limit. `Retry-After` says when to retry. */
+            429: {
+                headers: {
+                    /** @description The burst: requests allowed at once. */
+                    "RateLimit-Limit": number;
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listProposalImpact: {
+        parameters: {
+            query?: {
+                /** @description At most this many (default 50, at most 500). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                org: string;
+                /** @description The proposal's id (`prp_`). */
+                proposal_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Page_HostImpactItem"];
+                };
+            };
+            /** @description `invalid-request`: the body or a parameter is not acceptable; nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthenticated`: no valid session or API token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: the caller's role lacks the right, a session-authenticated mutation lacks the `X-Service-Csrf` header, or an API token calls an operation that needs a person; `plan-required` or `sso-required` where the operation says so. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not-found`: no such resource here. A resource of another organization gives the same answer. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

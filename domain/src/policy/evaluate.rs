@@ -18,7 +18,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use entities::{policies, policy_dirty, proposal_changes, proposal_hosts, proposals};
+use entities::{
+    json::{HostImpact, JsonText},
+    policies, policy_dirty, proposal_changes, proposal_hosts, proposal_impacts, proposals,
+};
 use platform::{config::DatabaseKind, db::Database, ids::PolicyId};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
@@ -400,20 +403,29 @@ async fn plan_package<C: ConnectionTrait>(
         (PackagePlan::Open, _) => PackageStep::Open(summary()),
         (PackagePlan::Supersede, Some(current)) => PackageStep::Supersede(current, summary()),
         (PackagePlan::Merge | PackagePlan::Follow, Some(current)) => {
+            type Row = (Uuid, JsonText<Vec<i32>>, Option<JsonText<HostImpact>>);
             let stored_hosts = proposal_hosts::Entity::find()
                 .select_only()
                 .column(proposal_hosts::Column::HostId)
                 .column(proposal_hosts::Column::Changes)
+                .column(proposal_hosts::Column::Impact)
                 .filter(proposal_hosts::Column::ProposalId.eq(current.id))
-                .into_tuple()
+                .into_tuple::<Row>()
                 .all(db)
                 .await?
                 .into_iter()
+                .map(|(host, changes, impact)| (host, (changes, impact)))
                 .collect();
+            // A summary that cannot be read is written again.
+            let stored_impact = proposal_impacts::Entity::find_by_id(current.id)
+                .one(db)
+                .await?
+                .and_then(|row| row.summary.read().ok());
             PackageStep::Update(Update::plan(
                 current,
                 existing,
                 stored_hosts,
+                stored_impact,
                 desired,
                 summary(),
             )?)

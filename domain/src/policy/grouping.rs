@@ -12,11 +12,14 @@ use std::{
 };
 
 use entities::json::{
-    Advisory, JsonText, OfferedUpgrade, Release as ReleaseSide, ReleaseUpgrade, Unreadable,
+    Advisory, Impact, JsonText, OfferedUpgrade, Release as ReleaseSide, ReleaseUpgrade, Unreadable,
 };
 use uuid::Uuid;
 
-use super::reported::Reported;
+use super::{
+    impact::{Builder, HostImpacts},
+    reported::Reported,
+};
 use crate::severity;
 
 /// What makes two changes the same change.
@@ -71,6 +74,8 @@ pub struct Desired {
     pub changes: Vec<Change>,
     /// Host → indexes into `keys`, ascending.
     pub hosts: BTreeMap<Uuid, Vec<u32>>,
+    /// What the changes would do to each host of `hosts` (decisions §21).
+    pub impacts: HostImpacts,
     /// Release upgrades by `distro/from/to_version/to_codename`.
     pub releases: BTreeMap<String, Release>,
 }
@@ -143,6 +148,8 @@ pub struct Update {
     pub source_name: Option<String>,
     pub security: bool,
     pub advisories: JsonText<Vec<Advisory>>,
+    pub requires_reboot: bool,
+    pub impact: Option<JsonText<Impact>>,
 }
 
 impl Update {
@@ -156,7 +163,8 @@ impl Update {
         };
         (
             self.host_id,
-            Reported::new(key, self.source_name, self.security, self.advisories),
+            Reported::new(key, self.source_name, self.security, self.advisories)
+                .with_impact(self.requires_reboot, self.impact),
         )
     }
 }
@@ -244,6 +252,8 @@ impl<'a> Grouping<'a> {
     /// Adds the updates `host` reports, but those the policy does not cover and those a
     /// proposal going ahead carries for the host. Each host is added once.
     pub fn add_host(&mut self, host: Uuid, updates: &[Arc<Reported>]) -> Result<(), Unreadable> {
+        let mut impact = Builder::default();
+        let mut counted = false;
         for update in updates {
             if !self.in_flight.changes.is_empty()
                 && self.in_flight.changes.contains(&(
@@ -258,17 +268,23 @@ impl<'a> Grouping<'a> {
             let Some(i) = self.change_of(update)? else {
                 continue;
             };
+            // Every architecture's update is applied, so each says what it would do.
+            impact.add(update);
             let last = &mut self.last_host[i as usize];
             if *last == Some(host) {
                 continue; // The same change for two architectures of one host.
             }
             *last = Some(host);
+            counted = true;
             self.desired.hosts.entry(host).or_default().push(i);
             let change = &mut self.desired.changes[i as usize];
             change.hosts += 1;
             if change.distro.is_none() {
                 change.distro = self.distros.get(&host).cloned();
             }
+        }
+        if counted {
+            self.desired.impacts.keep(host, impact);
         }
         Ok(())
     }
@@ -364,6 +380,8 @@ mod tests {
             source_name: Some(package.into()),
             security: advisories != "[]",
             advisories: JsonText::from_stored(advisories),
+            requires_reboot: false,
+            impact: None,
         }
     }
 

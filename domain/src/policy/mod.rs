@@ -2,8 +2,8 @@
 //!
 //! The rules are in files a test reads without a database: [`scope`] (which hosts a policy
 //! covers; an unreadable scope covers none), [`grouping`] (reported updates into changes),
-//! [`plan`] (close, open, supersede, merge or follow; what a follow writes) and [`summary`]
-//! (titles and counts). [`needs`] reads what hosts need (through [`reported`], which remembers
+//! [`plan`] (close, open, supersede, merge or follow; what a follow writes), [`summary`]
+//! (titles and counts) and [`impact`] (what the changes would do to each host, summed up). [`needs`] reads what hosts need (through [`reported`], which remembers
 //! each host's updates until they change), [`evaluate`] locks and decides,
 //! [`store`] writes, [`dirty`] coalesces
 //! the evaluations that host and group changes ask for.
@@ -11,6 +11,7 @@
 pub mod dirty;
 pub mod evaluate;
 pub mod grouping;
+pub mod impact;
 pub mod needs;
 pub mod plan;
 pub mod reported;

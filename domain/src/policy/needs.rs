@@ -131,6 +131,8 @@ pub async fn reported_updates<C: ConnectionTrait>(
                 host_updates::Column::SourceName,
                 host_updates::Column::Security,
                 host_updates::Column::Advisories,
+                host_updates::Column::RequiresReboot,
+                host_updates::Column::Impact,
             ])
             .filter(host_updates::Column::HostId.is_in(ids))
             .order_by_asc(host_updates::Column::HostId)

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use entities::json::JsonText;
+use entities::json::{HostImpact, JsonText};
 use uuid::Uuid;
 
 use super::grouping::{ChangeKey, Desired, Release};
@@ -108,21 +108,29 @@ pub fn encode(positions: impl Iterator<Item = i32>) -> Vec<i32> {
     list
 }
 
+/// A host as a proposal stores it: its change list and its impact.
+pub type StoredHost = (JsonText<Vec<i32>>, Option<JsonText<HostImpact>>);
+
+/// A host's row to write: the host, its change list and its impact.
+pub type HostRow = (Uuid, Vec<i32>, Option<JsonText<HostImpact>>);
+
 /// How a proposal's stored hosts become the desired ones.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostDiff {
-    /// Hosts that join, with their change lists.
-    pub added: Vec<(Uuid, Vec<i32>)>,
-    /// Hosts whose change list differs (or cannot be read: it is written again).
-    pub changed: Vec<(Uuid, Vec<i32>)>,
+    /// Hosts that join, with their change lists and impacts.
+    pub added: Vec<HostRow>,
+    /// Hosts whose change list or impact differs (or whose list cannot be read: it is
+    /// written again).
+    pub changed: Vec<HostRow>,
     /// Hosts that leave.
     pub removed: Vec<Uuid>,
 }
 
-/// `stored` maps each host to its stored change list; `positions` is
-/// [`ChangeDiff::positions`]. A stored list that cannot be read differs from every list.
+/// `stored` maps each host to its stored change list and impact; `positions` is
+/// [`ChangeDiff::positions`]. A stored list that cannot be read differs from every list; an
+/// impact is compared as stored text (it is written the same way every time).
 pub fn diff_hosts(
-    mut stored: HashMap<Uuid, JsonText<Vec<i32>>>,
+    mut stored: HashMap<Uuid, StoredHost>,
     desired: &Desired,
     positions: &[i32],
 ) -> HostDiff {
@@ -132,10 +140,12 @@ pub fn diff_hosts(
             list.iter()
                 .filter_map(|i| positions.get(*i as usize).copied()),
         );
+        let impact = desired.impacts.get(host).map(|kept| kept.text.clone());
         match stored.remove(host) {
-            Some(old) if old.read().is_ok_and(|old| old == changes) => {}
-            Some(_) => diff.changed.push((*host, changes)),
-            None => diff.added.push((*host, changes)),
+            Some((old, old_impact))
+                if old.read().is_ok_and(|old| old == changes) && old_impact == impact => {}
+            Some(_) => diff.changed.push((*host, changes, impact)),
+            None => diff.added.push((*host, changes, impact)),
         }
     }
     diff.removed = stored.into_keys().collect();
@@ -205,6 +215,8 @@ mod tests {
                 source_name: None,
                 security: false,
                 advisories: JsonText::from_stored("[]"),
+                requires_reboot: false,
+                impact: None,
             }))
             .expect("readable");
         grouping.finish()
@@ -309,37 +321,52 @@ mod tests {
             (2, "zlib", "1.2", "1.3"),
         ]);
         let positions = vec![7, 3];
-        let stored: HashMap<Uuid, JsonText<Vec<i32>>> = [
-            (Uuid::from_u128(1), JsonText::from_stored("[7]")),
-            (Uuid::from_u128(2), JsonText::from_stored("[7]")),
-            (Uuid::from_u128(9), JsonText::from_stored("[3]")),
-        ]
-        .into();
+        let impact = |h: u128| {
+            need.impacts
+                .get(&Uuid::from_u128(h))
+                .map(|k| k.text.clone())
+        };
+        let stored_as = |rows: &[(u128, &str)]| -> HashMap<Uuid, StoredHost> {
+            rows.iter()
+                .map(|(h, list)| {
+                    (
+                        Uuid::from_u128(*h),
+                        (JsonText::from_stored(*list), impact(*h)),
+                    )
+                })
+                .collect()
+        };
+        let stored = stored_as(&[(1, "[7]"), (2, "[7]"), (9, "[3]")]);
         let diff = diff_hosts(stored, &need, &positions);
         assert_eq!(diff.added, vec![]);
-        assert_eq!(diff.changed, vec![(Uuid::from_u128(2), vec![3, 7])]);
+        assert_eq!(
+            diff.changed,
+            vec![(Uuid::from_u128(2), vec![3, 7], impact(2))]
+        );
         assert_eq!(diff.removed, vec![Uuid::from_u128(9)]);
 
-        let again: HashMap<Uuid, JsonText<Vec<i32>>> = [
-            (Uuid::from_u128(1), JsonText::from_stored("[7]")),
-            (Uuid::from_u128(2), JsonText::from_stored("[3, 7]")),
-        ]
-        .into();
+        let again = stored_as(&[(1, "[7]"), (2, "[3, 7]")]);
         assert_eq!(
             diff_hosts(again, &need, &positions),
             HostDiff::default(),
             "the same needs twice change nothing"
         );
 
-        let corrupt: HashMap<Uuid, JsonText<Vec<i32>>> = [
-            (Uuid::from_u128(1), JsonText::from_stored("[7")),
-            (Uuid::from_u128(2), JsonText::from_stored("[3,7]")),
-        ]
-        .into();
+        let corrupt = stored_as(&[(1, "[7"), (2, "[3,7]")]);
         assert_eq!(
             diff_hosts(corrupt, &need, &positions).changed,
-            vec![(Uuid::from_u128(1), vec![7])],
+            vec![(Uuid::from_u128(1), vec![7], impact(1))],
             "a list that cannot be read is written again"
+        );
+
+        let mut unknown = stored_as(&[(1, "[7]"), (2, "[3,7]")]);
+        if let Some(host) = unknown.get_mut(&Uuid::from_u128(1)) {
+            host.1 = None;
+        }
+        assert_eq!(
+            diff_hosts(unknown, &need, &positions).changed,
+            vec![(Uuid::from_u128(1), vec![7], impact(1))],
+            "an impact that moved is written again"
         );
     }
 

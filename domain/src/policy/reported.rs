@@ -19,7 +19,7 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use entities::json::{Advisory, JsonText, Unreadable};
+use entities::json::{Advisory, Impact, JsonText, Unreadable};
 use uuid::Uuid;
 
 use super::grouping::ChangeKey;
@@ -40,6 +40,14 @@ pub struct Reported {
     text: String,
     /// The advisories read from `text`, once.
     advisories: Result<Vec<Advisory>, Unreadable>,
+    /// The agent flagged it as needing a reboot (§6 `requires_reboot`).
+    pub requires_reboot: bool,
+    /// What applying it would do, as its agent said (decisions §21), as stored; `None`: it did
+    /// not say.
+    impact_text: Option<String>,
+    /// The impact read from `impact_text`, once; `None` when the agent did not say or what it
+    /// said cannot be read (unknown either way, never "no impact").
+    impact: Option<Impact>,
 }
 
 impl Reported {
@@ -61,7 +69,34 @@ impl Reported {
             security,
             text,
             advisories,
+            requires_reboot: false,
+            impact_text: None,
+            impact: None,
         }
+    }
+
+    /// The same update with the reboot flag and the impact its agent reported.
+    pub fn with_impact(
+        mut self,
+        requires_reboot: bool,
+        impact: Option<JsonText<Impact>>,
+    ) -> Reported {
+        self.requires_reboot = requires_reboot;
+        self.impact = impact.as_ref().and_then(|stored| {
+            stored
+                .read()
+                .inspect_err(|err| {
+                    tracing::warn!(error = %err, "a stored impact cannot be read: counted as unknown");
+                })
+                .ok()
+        });
+        self.impact_text = impact.map(|stored| stored.as_str().to_owned());
+        self
+    }
+
+    /// What applying it would do, if its agent said (and it can be read).
+    pub fn impact(&self) -> Option<&Impact> {
+        self.impact.as_ref()
     }
 
     /// No advisory names it.
@@ -90,6 +125,8 @@ impl PartialEq for Reported {
             && self.source_name == other.source_name
             && self.security == other.security
             && self.text == other.text
+            && self.requires_reboot == other.requires_reboot
+            && self.impact_text == other.impact_text
     }
 }
 
@@ -101,6 +138,8 @@ impl Hash for Reported {
         self.source_name.hash(state);
         self.security.hash(state);
         self.text.hash(state);
+        self.requires_reboot.hash(state);
+        self.impact_text.hash(state);
     }
 }
 

@@ -5,17 +5,18 @@ use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use entities::{
-    json::{JsonText, ReleaseUpgrade, Unwritable},
-    proposal_changes, proposal_hosts, proposals,
+    json::{HostImpact, ImpactSummary, JsonText, ReleaseUpgrade, Unwritable},
+    proposal_changes, proposal_hosts, proposal_impacts, proposals,
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, Set,
+    sea_query::OnConflict,
 };
 use uuid::Uuid;
 
 use super::{
     grouping::{Change, ChangeKey, Desired},
-    plan::{HostDiff, diff_changes, diff_hosts, encode},
+    plan::{HostDiff, StoredHost, diff_changes, diff_hosts, encode},
     rules::Rules,
     summary::Summary,
 };
@@ -76,7 +77,7 @@ pub async fn open(
     .await?;
     match release {
         Some((_, _, hosts)) => {
-            let rows = hosts.iter().map(|h| host_row(proposal.id, *h, &[]));
+            let rows = hosts.iter().map(|h| host_row(proposal.id, *h, &[], None));
             insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
         }
         None => {
@@ -100,10 +101,18 @@ pub async fn open(
                     .await?;
             }
             let rows = desired.hosts.iter().map(|(host, list)| {
-                host_row(proposal.id, *host, &encode(list.iter().map(|i| *i as i32)))
+                host_row(
+                    proposal.id,
+                    *host,
+                    &encode(list.iter().map(|i| *i as i32)),
+                    desired.impacts.get(host).map(|kept| kept.text.clone()),
+                )
             });
             insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
         }
+    }
+    if let Some(impact) = &summary.impact {
+        write_impact(txn, proposal.id, impact).await?;
     }
     record(
         txn,
@@ -144,12 +153,34 @@ fn host_row(
     proposal_id: Uuid,
     host_id: Uuid,
     changes: &[i32],
+    impact: Option<JsonText<HostImpact>>,
 ) -> Result<proposal_hosts::ActiveModel, Unwritable> {
     Ok(proposal_hosts::ActiveModel {
         proposal_id: Set(proposal_id),
         host_id: Set(host_id),
         changes: Set(JsonText::new(&changes.to_vec())?),
+        impact: Set(impact),
     })
+}
+
+/// Writes (or rewrites) the proposal's impact summary.
+async fn write_impact(
+    txn: &DatabaseTransaction,
+    proposal_id: Uuid,
+    impact: &ImpactSummary,
+) -> Result<(), DbErr> {
+    proposal_impacts::Entity::insert(proposal_impacts::ActiveModel {
+        proposal_id: Set(proposal_id),
+        summary: Set(JsonText::new(impact)?),
+    })
+    .on_conflict(
+        OnConflict::column(proposal_impacts::Column::ProposalId)
+            .update_column(proposal_impacts::Column::Summary)
+            .to_owned(),
+    )
+    .exec(txn)
+    .await?;
+    Ok(())
 }
 
 async fn insert_hosts(
@@ -193,15 +224,18 @@ pub struct Update {
     added: Vec<proposal_changes::ActiveModel>,
     hosts: HostDiff,
     summary: Summary,
+    /// The impact summary as stored; `None` when there is none or it cannot be read.
+    stored_impact: Option<Box<ImpactSummary>>,
 }
 
 impl Update {
-    /// `existing` and `stored_hosts` are what the proposal stores (its changes; each host's
-    /// change list).
+    /// `existing`, `stored_hosts` and `stored_impact` are what the proposal stores (its
+    /// changes; each host's change list and impact; its impact summary).
     pub fn plan(
         current: proposals::Model,
         existing: Vec<proposal_changes::Model>,
-        stored_hosts: HashMap<Uuid, JsonText<Vec<i32>>>,
+        stored_hosts: HashMap<Uuid, StoredHost>,
+        stored_impact: Option<ImpactSummary>,
         desired: &Desired,
         summary: Summary,
     ) -> Result<Update, Unwritable> {
@@ -248,6 +282,7 @@ impl Update {
             added,
             hosts,
             summary,
+            stored_impact: stored_impact.map(Box::new),
         })
     }
 
@@ -266,6 +301,7 @@ impl Update {
             && current.packages == summary.packages
             && current.max_severity == summary.max_severity
             && current.known_exploited == summary.known_exploited
+            && self.stored_impact == summary.impact
     }
 
     /// Whether the proposal already is what `desired` asks.
@@ -300,22 +336,27 @@ impl Update {
         } = self.hosts;
         if !changed.is_empty() {
             // Rewritten a chunk at a time (a delete and an insert), not a statement per host.
-            let ids: Vec<Uuid> = changed.iter().map(|(host, _)| *host).collect();
+            let ids: Vec<Uuid> = changed.iter().map(|(host, ..)| *host).collect();
             remove_hosts(txn, id, &ids).await?;
             let rows = changed
                 .into_iter()
-                .map(|(host, list)| host_row(id, host, &list));
+                .map(|(host, list, impact)| host_row(id, host, &list, impact));
             insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
         }
         if !added.is_empty() {
             let rows = added
                 .into_iter()
-                .map(|(host, list)| host_row(id, host, &list));
+                .map(|(host, list, impact)| host_row(id, host, &list, impact));
             insert_hosts(txn, rows.collect::<Result<_, _>>()?).await?;
         }
         remove_hosts(txn, id, &removed).await?;
 
         let summary = self.summary;
+        if let Some(impact) = summary.impact.as_deref()
+            && self.stored_impact.as_deref() != Some(impact)
+        {
+            write_impact(txn, id, impact).await?;
+        }
         let mut active: proposals::ActiveModel = self.current.into();
         active.kind = Set(summary.kind.to_owned());
         active.title = Set(summary.title);
@@ -365,7 +406,7 @@ impl ReleaseHosts {
         let added: Vec<_> = self
             .added
             .iter()
-            .map(|h| host_row(id, *h, &[]))
+            .map(|h| host_row(id, *h, &[], None))
             .collect::<Result<_, _>>()?;
         insert_hosts(txn, added).await?;
         remove_hosts(txn, id, &self.left).await?;

@@ -1,9 +1,9 @@
 //! The summary columns of a proposal (kind, title, counts, severity, known-exploited), from
-//! what it carries.
+//! what it carries, and the summary of its hosts' impacts.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use entities::json::{Release, ReleaseUpgrade};
+use entities::json::{ImpactSummary, Release, ReleaseUpgrade};
 
 use super::grouping::{Change, Desired};
 use crate::severity;
@@ -17,6 +17,9 @@ pub struct Summary {
     pub packages: i64,
     pub max_severity: Option<String>,
     pub known_exploited: bool,
+    /// What the changes would do to the hosts (decisions §21); `None` for a release upgrade,
+    /// whose impact no agent works out (all its hosts are unknown).
+    pub impact: Option<Box<ImpactSummary>>,
 }
 
 /// A package proposal's summary; `kev` holds the CVEs on the known-exploited catalogue.
@@ -49,10 +52,12 @@ pub fn summarize(desired: &Desired, kev: &HashSet<String>) -> Summary {
     } else {
         ("package_update", format!("Updates: {listed}"))
     };
+    let hosts = i64::try_from(desired.hosts.len()).unwrap_or(i64::MAX);
     Summary {
         kind,
         title,
-        hosts: i64::try_from(desired.hosts.len()).unwrap_or(i64::MAX),
+        impact: Some(Box::new(super::impact::summarize(hosts, &desired.impacts))),
+        hosts,
         packages: i64::try_from(packages.len()).unwrap_or(i64::MAX),
         max_severity: max_rank.map(|r| severity::name(r).to_owned()),
         known_exploited,
@@ -68,6 +73,7 @@ pub fn release_summary(what: &ReleaseUpgrade, hosts: usize) -> Summary {
         packages: 0,
         max_severity: None,
         known_exploited: false,
+        impact: None,
     }
 }
 
@@ -111,6 +117,8 @@ mod tests {
                 source_name: None,
                 security: *advisories != "[]",
                 advisories: JsonText::from_stored(*advisories),
+                requires_reboot: false,
+                impact: None,
             }))
             .expect("readable");
         grouping.finish()

@@ -222,20 +222,50 @@ async fn an_impact_out_of_bounds_refuses_the_check_in_naming_the_field_and_store
             "nothing of the check-in is stored"
         );
     }
-    // A negative or non-boolean `reboot` is not JSON of the protocol's shape.
-    let answer = check_in(
-        &app,
-        &agent,
-        "two",
-        json!([update(
-            "openssl",
-            "3",
-            Some(json!({"reboot": -1, "restarts": []}))
-        )]),
-    )
-    .await;
-    answer.assert_problem(400, "invalid-request");
-    assert_eq!(impacts(&app, host_id).await, before);
+    // Values of the wrong shape (a negative number for the `reboot` flag, a count where a
+    // list belongs, a negative number as a unit) are refused naming the field, too: the impact
+    // has no count an agent could send negative, and anything not of its shape is refused.
+    for (bad, field) in [
+        (
+            json!({"reboot": -1, "restarts": []}),
+            "updates[1].impact.reboot",
+        ),
+        (
+            json!({"reboot": false, "restarts": -3}),
+            "updates[1].impact.restarts",
+        ),
+        (
+            json!({"reboot": false, "restarts": [-1]}),
+            "updates[1].impact.restarts[0]",
+        ),
+        (
+            json!({"reboot": false, "installs": [{"name": "x", "version": -2}]}),
+            "updates[1].impact.installs[0].version",
+        ),
+        (
+            json!({"reboot": false, "removes": {"libssl3": 1}}),
+            "updates[1].impact.removes",
+        ),
+    ] {
+        let answer = check_in(
+            &app,
+            &agent,
+            "two",
+            json!([
+                update("openssl", "3", Some(fine.clone())),
+                update("curl", "2", Some(bad))
+            ]),
+        )
+        .await;
+        let problem = answer.assert_problem(400, "invalid-request");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(&format!("{field}: "))),
+            "{field}: {problem}"
+        );
+        assert_eq!(impacts(&app, host_id).await, before, "nothing stored");
+    }
     app.stop().await;
 }
 

@@ -20,6 +20,7 @@ mod notifications;
 mod openapi;
 mod people_only;
 mod policy_scope;
+mod proposal_impact;
 mod proposals;
 mod queue;
 mod rate_limits;
