@@ -196,11 +196,13 @@ pub fn payment_failed(base: &Url, to: &str, org_name: &str, org_slug: &str) -> S
     email
 }
 
-/// One line of a digest: what, and where to see it.
+/// One line of a digest: what, and where to see it; a proposal's warnings (decisions §21)
+/// beneath it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DigestItem {
     pub text: String,
     pub link: String,
+    pub warnings: Vec<String>,
 }
 
 /// What a digest says: each section's first items and its total.
@@ -285,10 +287,19 @@ pub fn digest(
         for item in items {
             text.push_str(&format!("- {}\n  {}\n", item.text, item.link));
             html.push_str(&format!(
-                "<li><a href=\"{}\">{}</a></li>",
+                "<li><a href=\"{}\">{}</a>",
                 escape(&item.link),
                 escape(&item.text)
             ));
+            if !item.warnings.is_empty() {
+                html.push_str("<ul>");
+                for warning in &item.warnings {
+                    text.push_str(&format!("  Warning: {warning}\n"));
+                    html.push_str(&format!("<li>Warning: {}</li>", escape(warning)));
+                }
+                html.push_str("</ul>");
+            }
+            html.push_str("</li>");
         }
         let more = total.saturating_sub(items.len() as u64);
         if more > 0 {

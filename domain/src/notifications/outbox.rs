@@ -3,7 +3,7 @@
 //! (`notify.dispatch`), so the change never waits for a channel.
 
 use chrono::{DateTime, Utc};
-use entities::{hosts, notification_events, organizations, proposals};
+use entities::{hosts, notification_events, organizations, proposal_impacts, proposals};
 use platform::ids::{HostId, ProposalId};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, EntityTrait, Set};
 use serde_json::{Value, json};
@@ -82,7 +82,43 @@ pub fn proposal_data(
     json!({ "proposal": shown })
 }
 
-/// Records `kind` about `proposal`, which has just taken `status`.
+/// What approving `proposal` would do to its hosts and its warnings (decisions §21), as
+/// `proposal.opened` tells them: `{impact: {hosts, hosts_rebooting, hosts_unknown, restarts:
+/// [{unit, hosts}], installs: [{name, hosts}], removes: [{name, hosts}], …}, warnings}`, the
+/// shapes of the proposal detail. Without a stored summary (a release upgrade) every host is
+/// unknown.
+pub async fn impact_data<C: ConnectionTrait>(
+    txn: &C,
+    proposal: &proposals::Model,
+) -> Result<(Value, Value), DbErr> {
+    let stored = proposal_impacts::Entity::find_by_id(proposal.id)
+        .one(txn)
+        .await?
+        .and_then(|row| row.summary.read().ok());
+    let mut summary = stored.unwrap_or_else(|| crate::policy::impact::unknown(proposal.hosts));
+    let warnings = std::mem::take(&mut summary.warnings);
+    let counts = |list: &[entities::json::ImpactCount], name: &str| -> Value {
+        list.iter()
+            .map(|c| json!({ name: c.name, "hosts": c.hosts }))
+            .collect()
+    };
+    let impact = json!({
+        "hosts": summary.hosts,
+        "hosts_rebooting": summary.hosts_rebooting,
+        "hosts_unknown": summary.hosts_unknown,
+        "restarts": counts(&summary.restarts, "unit"),
+        "installs": counts(&summary.installs, "name"),
+        "removes": counts(&summary.removes, "name"),
+        "restarts_total": summary.restarts_total,
+        "installs_total": summary.installs_total,
+        "removes_total": summary.removes_total,
+    });
+    Ok((impact, json!(warnings)))
+}
+
+/// Records `kind` about `proposal`, which has just taken `status`. `proposal.opened` carries
+/// the proposal's impact and warnings (decisions §21), so an approver is told what approving
+/// would do where they are told that it awaits them.
 pub async fn proposal<C: ConnectionTrait>(
     txn: &C,
     proposal: &proposals::Model,
@@ -91,13 +127,19 @@ pub async fn proposal<C: ConnectionTrait>(
     scheduled_for: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
+    let mut data = proposal_data(proposal, status, scheduled_for);
+    if kind == EventKind::ProposalOpened {
+        let (impact, warnings) = impact_data(txn, proposal).await?;
+        data["proposal"]["impact"] = impact;
+        data["proposal"]["warnings"] = warnings;
+    }
     emit(
         txn,
         proposal.org_id,
         kind,
         Some(ProposalId::from(proposal.id).to_string()),
         None,
-        proposal_data(proposal, status, scheduled_for),
+        data,
         now,
     )
     .await

@@ -29,6 +29,9 @@ pub struct Summary {
     pub tags: &'static str,
     /// ntfy priority, 1 (min) to 5 (max).
     pub priority: u8,
+    /// What an approver should not miss (decisions §21: a removal, a unit restarting on more
+    /// than half the hosts), one sentence each; shown apart from `text` by every kind.
+    pub warnings: Vec<String>,
 }
 
 fn text_at<'a>(data: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -64,15 +67,30 @@ pub fn summarize(event: &Event<'_>) -> Summary {
         }
         parts.join(", ")
     };
+    let warnings: Vec<String> = data
+        .pointer("/proposal/warnings")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
     let (title, text, tags, priority) = match event.kind {
         EventKind::ProposalOpened => (
             format!("Proposal {number} opened: {proposal_title}"),
             format!(
-                "A new proposal in {org} awaits approval ({}).",
-                proposal_detail()
+                "A new proposal in {org} awaits approval ({}).{}",
+                proposal_detail(),
+                impact_sentence(data)
             ),
-            "package",
-            3,
+            if warnings.is_empty() {
+                "package"
+            } else {
+                "package,warning"
+            },
+            if warnings.is_empty() { 3 } else { 4 },
         ),
         EventKind::ProposalApproved => (
             format!("Proposal {number} approved: {proposal_title}"),
@@ -163,7 +181,59 @@ pub fn summarize(event: &Event<'_>) -> Summary {
         url: text_at(data, &["url"]).map(str::to_owned),
         tags,
         priority,
+        warnings,
     }
+}
+
+/// What the proposal's impact says of reboots and unknown hosts, as a sentence after the
+/// summary's (empty when the event carries no impact).
+fn impact_sentence(data: &Value) -> String {
+    let count = |key: &str| {
+        data.pointer(&format!("/proposal/impact/{key}"))
+            .and_then(Value::as_i64)
+    };
+    let (Some(hosts), Some(rebooting), Some(unknown)) = (
+        count("hosts"),
+        count("hosts_rebooting"),
+        count("hosts_unknown"),
+    ) else {
+        return String::new();
+    };
+    let of = |n: i64| {
+        if n == hosts {
+            format!("all {n}")
+        } else {
+            format!("{n} of {hosts}")
+        }
+    };
+    let mut parts = Vec::new();
+    if rebooting > 0 {
+        parts.push(format!(
+            " It reboots {} host{}.",
+            of(rebooting),
+            if hosts == 1 { "" } else { "s" }
+        ));
+    }
+    if unknown > 0 {
+        parts.push(format!(
+            " For {} host{} the agent did not say what it would do.",
+            of(unknown),
+            if hosts == 1 { "" } else { "s" }
+        ));
+    }
+    parts.concat()
+}
+
+/// The warnings as plain text lines, after a blank line; empty without warnings.
+fn warning_lines(summary: &Summary) -> String {
+    if summary.warnings.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n\nWarnings:\n");
+    for warning in &summary.warnings {
+        out.push_str(&format!("- {warning}\n"));
+    }
+    out
 }
 
 /// A request to send, or an email.
@@ -228,10 +298,11 @@ pub fn outgoing(
             if let Some(token) = token {
                 headers.push(("authorization".into(), format!("Bearer {token}")));
             }
+            let body = format!("{}{}", summary.text, warning_lines(&summary));
             Outgoing::Http {
                 url: topic_url.clone(),
                 headers,
-                body: summary.text.into_bytes(),
+                body: body.trim_end().as_bytes().to_vec(),
             }
         }
         ChannelConfig::Webhook { url, secret } => {
@@ -292,11 +363,19 @@ pub fn slack(summary: &Summary) -> Value {
             slack_escape(url)
         ));
     }
+    let mut blocks = vec![json!({"type": "section", "text": {"type": "mrkdwn", "text": section}})];
+    if !summary.warnings.is_empty() {
+        let lines: Vec<String> = summary
+            .warnings
+            .iter()
+            .map(|w| format!("• {}", slack_escape(w)))
+            .collect();
+        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn",
+            "text": format!(":warning: *Warnings*\n{}", lines.join("\n"))}}));
+    }
     json!({
-        "text": format!("{}: {}", summary.title, summary.text),
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": section}},
-        ],
+        "text": format!("{}: {}{}", summary.title, summary.text, warning_lines(summary)).trim_end(),
+        "blocks": blocks,
     })
 }
 
@@ -318,6 +397,14 @@ pub fn teams(summary: &Summary) -> Value {
             {"type": "TextBlock", "text": summary.text, "wrap": true},
         ],
     });
+    if !summary.warnings.is_empty()
+        && let Some(body) = card["body"].as_array_mut()
+    {
+        body.push(json!({"type": "TextBlock", "text": "Warnings", "weight": "Bolder", "color": "Attention", "wrap": true}));
+        for warning in &summary.warnings {
+            body.push(json!({"type": "TextBlock", "text": format!("- {warning}"), "color": "Attention", "wrap": true}));
+        }
+    }
     if let Some(url) = &summary.url {
         card["actions"] = json!([{"type": "Action.OpenUrl", "title": "Open", "url": url}]);
     }
@@ -351,7 +438,7 @@ pub fn pagerduty(routing_key: &str, event: &Event<'_>, summary: &Summary) -> Val
         "event_action": "trigger",
         "dedup_key": dedup_key,
         "payload": {
-            "summary": format!("{}: {}", summary.title, summary.text).chars().take(1024).collect::<String>(),
+            "summary": format!("{}: {}{}", summary.title, summary.text, pagerduty_warnings(summary)).chars().take(1024).collect::<String>(),
             "source": "fleet-update-service",
             "severity": severity,
             "timestamp": event.occurred_at.to_rfc3339_opts(SecondsFormat::Millis, true),
@@ -365,9 +452,27 @@ pub fn pagerduty(routing_key: &str, event: &Event<'_>, summary: &Summary) -> Val
     body
 }
 
+/// The warnings in a PagerDuty summary (one line, at most 1,024 characters in all).
+fn pagerduty_warnings(summary: &Summary) -> String {
+    if summary.warnings.is_empty() {
+        return String::new();
+    }
+    format!(" Warnings: {}", summary.warnings.join(" "))
+}
+
 /// An email's plain text and HTML.
 pub fn email_bodies(summary: &Summary) -> (String, String) {
     let mut text = format!("{}\n\n{}\n", summary.title, summary.text);
+    let mut warnings = String::new();
+    if !summary.warnings.is_empty() {
+        text.push_str("\nWarnings:\n");
+        warnings.push_str("<p><strong>Warnings</strong></p><ul>");
+        for warning in &summary.warnings {
+            text.push_str(&format!("- {warning}\n"));
+            warnings.push_str(&format!("<li>{}</li>", escape(warning)));
+        }
+        warnings.push_str("</ul>");
+    }
     let mut link = String::new();
     if let Some(url) = &summary.url {
         text.push_str(&format!("\nOpen it:\n{url}\n"));
@@ -375,7 +480,7 @@ pub fn email_bodies(summary: &Summary) -> (String, String) {
     }
     text.push_str("\nYou get this email because an email notification channel of your organization lists this address.\n");
     let html = format!(
-        "<!doctype html><html><body style=\"font-family:sans-serif\"><h3>{}</h3><p>{}</p>{link}\
+        "<!doctype html><html><body style=\"font-family:sans-serif\"><h3>{}</h3><p>{}</p>{warnings}{link}\
          <p style=\"color:#666\">You get this email because an email notification channel of your organization lists this address.</p></body></html>",
         escape(&summary.title),
         escape(&summary.text),
@@ -563,6 +668,149 @@ mod tests {
         }
         assert!(headers.contains(&("authorization".into(), "Bearer tk".into())));
         assert!(String::from_utf8_lossy(&body).contains("stopped checking in"));
+    }
+
+    fn opened() -> Value {
+        json!({
+            "organization": {"slug": "acme", "name": "Acme"},
+            "proposal": {"id": "prp_x", "number": 7, "title": "Updates: openssl", "kind": "package_update",
+                         "status": "open", "hosts": 4, "max_severity": null, "known_exploited": false,
+                         "impact": {"hosts": 4, "hosts_rebooting": 1, "hosts_unknown": 1,
+                                    "restarts": [{"unit": "ssh.service", "hosts": 3}],
+                                    "installs": [], "removes": [{"name": "libssl3", "hosts": 2}]},
+                         "warnings": ["Removes the package libssl3 on 2 of 4 hosts.",
+                                      "Restarts ssh.service on 3 of 4 hosts, more than half of them at once."]},
+            "url": "https://fleet.example/orgs/acme/proposals/prp_x",
+        })
+    }
+
+    const REMOVAL: &str = "Removes the package libssl3 on 2 of 4 hosts.";
+    const RESTART: &str = "Restarts ssh.service on 3 of 4 hosts, more than half of them at once.";
+
+    /// Every kind of channel: the request or email it gets for `data`.
+    fn every_kind(data: &Value) -> Vec<(&'static str, String)> {
+        let secret = signing::generate_secret();
+        let configs = [
+            (
+                "slack",
+                ChannelConfig::Slack {
+                    webhook_url: "https://hooks.slack.test/x".into(),
+                },
+            ),
+            (
+                "teams",
+                ChannelConfig::Teams {
+                    webhook_url: "https://teams.test/x".into(),
+                },
+            ),
+            (
+                "ntfy",
+                ChannelConfig::Ntfy {
+                    topic_url: "https://ntfy.test/t".into(),
+                    token: None,
+                },
+            ),
+            (
+                "pagerduty",
+                ChannelConfig::Pagerduty {
+                    routing_key: "KEY".into(),
+                },
+            ),
+            (
+                "webhook",
+                ChannelConfig::Webhook {
+                    url: "https://hooks.acme.test/in".into(),
+                    secret,
+                },
+            ),
+            (
+                "email",
+                ChannelConfig::Email {
+                    to: vec!["ops@acme.test".into()],
+                },
+            ),
+        ];
+        configs
+            .into_iter()
+            .map(|(kind, config)| {
+                let sent = outgoing(
+                    &config,
+                    &event(EventKind::ProposalOpened, data),
+                    "dlv_abc",
+                    DateTime::<Utc>::UNIX_EPOCH,
+                    "https://events.pagerduty.test/v2/enqueue",
+                );
+                let shown = match sent {
+                    Ok(Outgoing::Http { body, .. }) => String::from_utf8_lossy(&body).into_owned(),
+                    Ok(Outgoing::Email { text, html, .. }) => format!("{text}\n{html}"),
+                    Err(err) => panic!("{kind}: {err:?}"),
+                };
+                (kind, shown)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn proposal_opened_shows_its_warnings_on_every_kind_of_channel() {
+        let data = opened();
+        for (kind, shown) in every_kind(&data) {
+            assert!(shown.contains(REMOVAL), "{kind}: {shown}");
+            assert!(
+                shown.contains("ssh.service on 3 of 4 hosts"),
+                "{kind}: {shown}"
+            );
+        }
+        let summary = summarize(&event(EventKind::ProposalOpened, &data));
+        assert_eq!(summary.warnings, vec![REMOVAL, RESTART]);
+        assert_eq!((summary.tags, summary.priority), ("package,warning", 4));
+        assert!(
+            summary.text.ends_with(
+                "It reboots 1 of 4 hosts. For 1 of 4 hosts the agent did not say what it would do."
+            ),
+            "{}",
+            summary.text
+        );
+        let slack = slack(&summary);
+        assert_eq!(slack["blocks"].as_array().map(Vec::len), Some(2));
+        assert!(
+            slack["blocks"][1]["text"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(REMOVAL))
+        );
+        let teams = teams(&summary);
+        let card = &teams["attachments"][0]["content"]["body"];
+        assert!(
+            card.as_array()
+                .is_some_and(|b| b.iter().any(|t| t["color"] == "Attention"))
+        );
+        let (text, html) = email_bodies(&summary);
+        assert!(
+            text.contains("Warnings:\n- Removes the package libssl3"),
+            "{text}"
+        );
+        assert!(
+            html.contains("<li>Removes the package libssl3 on 2 of 4 hosts.</li>"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn without_warnings_nothing_is_added() {
+        let mut data = opened();
+        data["proposal"]["warnings"] = json!([]);
+        data["proposal"]["impact"]["hosts_rebooting"] = json!(0);
+        data["proposal"]["impact"]["hosts_unknown"] = json!(0);
+        for (kind, shown) in every_kind(&data) {
+            assert!(!shown.contains("Warnings"), "{kind}: {shown}");
+        }
+        let summary = summarize(&event(EventKind::ProposalOpened, &data));
+        assert_eq!((summary.tags, summary.priority), ("package", 3));
+        assert!(
+            summary.text.ends_with("awaits approval (4 hosts)."),
+            "{}",
+            summary.text
+        );
+        assert_eq!(slack(&summary)["blocks"].as_array().map(Vec::len), Some(1));
     }
 
     #[test]

@@ -2,11 +2,16 @@
 //! proposal detail's summary (hosts rebooting, unknown, units restarting, packages installed and
 //! removed, most hosts first), each target's own impact and the per-host page; a host whose
 //! agent does not say is unknown, never "no impact"; a removal and a unit restarting on more
-//! than half the hosts are warnings in the detail.
+//! than half the hosts are warnings, in the detail, in `proposal.opened` on every kind of
+//! channel, and in the digest.
+
+use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use tests::{As, TestApp};
+use tests::{As, TestApp, receiver::Receiver};
+
+const WAIT: Duration = Duration::from_secs(20);
 
 use crate::proposals::{Fleet, text, update};
 
@@ -255,6 +260,154 @@ async fn the_summary_follows_what_hosts_report_and_an_agent_that_stops_saying_is
     assert_eq!(detail["impact"]["removes"], json!([]));
     assert_eq!(detail["warnings"], json!([]));
     assert_eq!(detail["targets"][0]["impact"]["known"], false);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_removal_and_a_unit_restarting_on_most_hosts_are_warned_in_the_detail_and_proposal_opened_on_every_kind_of_channel()
+ {
+    let receiver = Receiver::start().await;
+    let app = TestApp::builder()
+        .pagerduty_events_url(&receiver.url("/pagerduty"))
+        .start()
+        .await;
+    let fleet = Fleet::new(&app).await;
+    for (kind, config) in [
+        ("webhook", json!({"url": receiver.url("/webhook")})),
+        ("slack", json!({"webhook_url": receiver.url("/slack")})),
+        ("teams", json!({"webhook_url": receiver.url("/teams")})),
+        ("ntfy", json!({"topic_url": receiver.url("/ntfy")})),
+        ("pagerduty", json!({"routing_key": "R0123456789abcdef"})),
+        ("email", json!({"to": ["owner@acme.test"]})),
+    ] {
+        let made = app
+            .call(
+                As::Session(&fleet.owner),
+                Method::POST,
+                "/v1/orgs/acme/notification-channels",
+                Some(
+                    json!({"kind": kind, "name": kind, "events": ["proposal.opened"],
+                            "config": config}),
+                ),
+            )
+            .await;
+        assert_eq!(made.status.as_u16(), 201, "{kind}: {}", made.body);
+    }
+    fleet_with_impacts(&fleet).await;
+    fleet.policy(policy()).await;
+    let id = text(&fleet.until(|l| l.len() == 1).await[0]["id"]);
+    let detail = fleet.detail(&id).await;
+    let warnings = detail["warnings"].clone();
+    assert_eq!(warnings.as_array().map(Vec::len), Some(2), "{warnings}");
+    app.run_pending_jobs().await;
+    let got = receiver.wait_for(5, WAIT).await;
+    let at = |path: &str| {
+        got.iter()
+            .find(|r| r.path == path)
+            .unwrap_or_else(|| panic!("nothing at {path}"))
+    };
+
+    // The webhook: the detail's warnings and impact summary, as data.
+    let webhook = at("/webhook").json();
+    assert_eq!(webhook["type"], "proposal.opened");
+    let proposal = &webhook["data"]["proposal"];
+    assert_eq!(proposal["id"], json!(id));
+    assert_eq!(proposal["warnings"], warnings);
+    assert_eq!(proposal["impact"]["hosts_rebooting"], 1);
+    assert_eq!(proposal["impact"]["hosts_unknown"], 1);
+    assert_eq!(
+        counted(&proposal["impact"]["removes"], "name"),
+        owned(&[("libssl3", 2)])
+    );
+    assert_eq!(
+        counted(&proposal["impact"]["restarts"], "unit"),
+        counted(&detail["impact"]["restarts"], "unit")
+    );
+
+    // Chat, push, paging and email: the warnings in their words.
+    let removal = "Removes the package libssl3 on 2 of 4 hosts.";
+    let restart = "Restarts ssh.service on 3 of 4 hosts, more than half of them at once.";
+    let slack = at("/slack").json();
+    assert!(
+        slack["blocks"][1]["text"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains(removal) && t.contains(restart)),
+        "{slack}"
+    );
+    let teams = at("/teams").json();
+    let card = teams["attachments"][0]["content"]["body"].to_string();
+    assert!(card.contains(removal) && card.contains(restart), "{card}");
+    let ntfy = at("/ntfy");
+    assert!(ntfy.text().contains(removal), "{}", ntfy.text());
+    assert_eq!(ntfy.header("priority"), Some("4"));
+    let pagerduty = at("/pagerduty").json();
+    assert!(
+        pagerduty["payload"]["summary"]
+            .as_str()
+            .is_some_and(|t| t.contains(removal)),
+        "{pagerduty}"
+    );
+    assert_eq!(
+        pagerduty["payload"]["custom_details"]["proposal"]["warnings"],
+        warnings
+    );
+    let email = app
+        .smtp
+        .messages()
+        .await
+        .into_iter()
+        .find(|m| m.header("Subject").is_some_and(|s| s.contains("opened")))
+        .expect("the opened email");
+    assert!(
+        email.text().contains(&format!("- {removal}")),
+        "{}",
+        email.text()
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_digest_lists_an_undecided_proposal_with_its_warnings() {
+    let app = TestApp::new().await;
+    let fleet = Fleet::new(&app).await;
+    let set = app
+        .call(
+            As::Session(&fleet.owner),
+            Method::PUT,
+            "/v1/orgs/acme/digest",
+            Some(json!({"frequency": "daily"})),
+        )
+        .await;
+    assert_eq!(set.status.as_u16(), 200, "{}", set.body);
+    fleet_with_impacts(&fleet).await;
+    fleet.policy(policy()).await;
+    fleet.until(|l| l.len() == 1).await;
+    let morning = app.clock_now().date_naive().succ_opt().expect("a next day");
+    let now = morning.and_hms_opt(8, 0, 0).expect("08:00").and_utc();
+    app.clock.set(now);
+    let scheduler =
+        scheduler::Scheduler::new(app.state.db.clone(), std::sync::Arc::new(app.clock.clone()));
+    scheduler.tick(now).await.expect("tick");
+    app.run_pending_jobs().await;
+    let digest = app
+        .smtp
+        .messages()
+        .await
+        .into_iter()
+        .find(|m| m.header("Subject").is_some_and(|s| s.contains("digest")))
+        .expect("the digest");
+    let text = digest.text();
+    assert!(text.contains("Awaiting your approval (1)"), "{text}");
+    assert!(
+        text.contains("Warning: Removes the package libssl3 on 2 of 4 hosts."),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Warning: Restarts ssh.service on 3 of 4 hosts, more than half of them at once."
+        ),
+        "{text}"
+    );
     app.stop().await;
 }
 

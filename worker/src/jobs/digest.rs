@@ -1,8 +1,11 @@
 //! `digest.send`: one member's digest for one period. It lists what awaits the member's
 //! approval, what opened and what failed since their last digest, and hosts that went offline
-//! since, each with a link; with nothing to say nothing is sent. The email is queued under the
+//! since, each with a link (and an undecided proposal's warnings, decisions §21); with nothing
+//! to say nothing is sent. The email is queued under the
 //! key `digest-mail:{org}:{account}:{period}` and the period is recorded as sent, so a second
 //! run (a retry, a second scheduler, a restart) never sends a second digest for it.
+
+use std::collections::HashMap;
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::{DateTime, Utc};
@@ -12,7 +15,7 @@ use domain::{
 };
 use entities::{
     accounts, digest_settings, host_events, hosts, memberships, organizations, proposal_decisions,
-    proposals,
+    proposal_impacts, proposals,
 };
 use platform::jobs::{Queue, SendDigest};
 use sea_orm::{
@@ -96,11 +99,43 @@ pub async fn run(job: SendDigest, deps: Data<Deps>) -> Result<(), BoxDynError> {
     Ok(())
 }
 
-fn item(org_slug: &str, base: &url::Url, p: &proposals::Model) -> DigestItem {
+fn item(
+    org_slug: &str,
+    base: &url::Url,
+    p: &proposals::Model,
+    warnings: &HashMap<Uuid, Vec<String>>,
+) -> DigestItem {
     DigestItem {
         text: format!("#{} {} ({})", p.number, p.title, p.status),
         link: emails::proposal_link(base, org_slug, p.id),
+        warnings: warnings.get(&p.id).cloned().unwrap_or_default(),
     }
+}
+
+/// The warnings of each of `listed` that is still undecided (decisions §21: what approving
+/// would do is news only before it is decided); a summary that cannot be read has none.
+async fn warnings_of<C: ConnectionTrait>(
+    db: &C,
+    listed: &[&proposals::Model],
+) -> Result<HashMap<Uuid, Vec<String>>, BoxDynError> {
+    let undecided: Vec<Uuid> = listed
+        .iter()
+        .filter(|p| ProposalStatus::UNDECIDED.contains(&ProposalStatus::of(p)))
+        .map(|p| p.id)
+        .collect();
+    if undecided.is_empty() {
+        return Ok(HashMap::new());
+    }
+    Ok(proposal_impacts::Entity::find()
+        .filter(proposal_impacts::Column::ProposalId.is_in(undecided))
+        .all(db)
+        .await?
+        .into_iter()
+        .filter_map(|row| {
+            let warnings = row.summary.read().ok()?.warnings;
+            (!warnings.is_empty()).then_some((row.proposal_id, warnings))
+        })
+        .collect())
 }
 
 async fn content<C: ConnectionTrait>(
@@ -179,18 +214,31 @@ async fn content<C: ConnectionTrait>(
         .all(db)
         .await?;
     let offline_total = offline_query.count(db).await?;
+    let listed: Vec<&proposals::Model> = awaiting.iter().chain(&opened).collect();
+    let warnings = warnings_of(db, &listed).await?;
+    let none = HashMap::new();
     Ok(DigestContent {
-        awaiting: awaiting.iter().map(|p| item(&org.slug, base, p)).collect(),
+        awaiting: awaiting
+            .iter()
+            .map(|p| item(&org.slug, base, p, &warnings))
+            .collect(),
         awaiting_total,
-        opened: opened.iter().map(|p| item(&org.slug, base, p)).collect(),
+        opened: opened
+            .iter()
+            .map(|p| item(&org.slug, base, p, &warnings))
+            .collect(),
         opened_total,
-        failed: failed.iter().map(|p| item(&org.slug, base, p)).collect(),
+        failed: failed
+            .iter()
+            .map(|p| item(&org.slug, base, p, &none))
+            .collect(),
         failed_total,
         offline: offline
             .iter()
             .map(|h| DigestItem {
                 text: h.display_name.clone().unwrap_or_else(|| h.hostname.clone()),
                 link: emails::host_link(base, &org.slug, h.id),
+                warnings: Vec::new(),
             })
             .collect(),
         offline_total,
