@@ -76,10 +76,13 @@ export async function emailedLink(address: string, path: string): Promise<string
 }
 
 /** Enrols `hosts` simulated hosts with enrolment token `token` (one check-in each). */
-export function fleetSim(token: string, hosts: number, seed: number): string {
+export function fleetSim(token: string, hosts: number, seed: number, extra: string[] = []): string {
   return execFileSync(
     env.fleetSim(),
-    ["--url", env.base(), "--token", token, "--hosts", String(hosts), "--interval", "1", "--duration", "0", "--concurrency", "4", "--seed", String(seed)],
+    [
+      ...["--url", env.base(), "--token", token, "--hosts", String(hosts), "--interval", "1", "--duration", "0"],
+      ...["--concurrency", "4", "--seed", String(seed), ...extra],
+    ],
     { encoding: "utf8", timeout: 120_000 },
   );
 }

@@ -67,9 +67,10 @@ test("sign up, follow the emailed link, land signed in on the fleet page", async
 
 test("enrol hosts with fleet-sim using tokens made in the console", async () => {
   await page.getByRole("link", { name: "Enrolment" }).click();
-  for (const [name, labels, hosts, seed] of [
-    ["production", "env=prod, tier=web", 6, 11],
-    ["staging", "env=staging", 4, 12],
+  // The fourth staging host runs an agent that does not report impacts (unknown).
+  for (const [name, labels, hosts, seed, unknownEvery] of [
+    ["production", "env=prod, tier=web", 6, 11, "0"],
+    ["staging", "env=staging", 4, 12, "4"],
   ] as const) {
     await page.getByText("New enrolment token").click();
     await page.getByLabel("Name", { exact: true }).fill(name);
@@ -79,7 +80,7 @@ test("enrol hosts with fleet-sim using tokens made in the console", async () => 
     expect(token).toMatch(/^enr_/);
     await expect(page.locator("pre")).toContainText(`fleet-agent enroll --server ${env.base()} --token ${token}`);
     if (name === "production") await shot(page, "enrolment-token");
-    fleetSim(token, hosts, seed);
+    fleetSim(token, hosts, seed, ["--unknown-impact-every", unknownEvery]);
     await page.getByRole("button", { name: "Done" }).click();
   }
   await expect(page.getByRole("row", { name: /production/ })).toContainText("6");
@@ -197,6 +198,33 @@ test("open a proposal and comment with a mention: the member gets the email", as
   await waitForEmail(OPERATOR, /mentioned you/);
   await shot(page, "proposal-detail");
   await accessible(page, "proposal detail");
+});
+
+test("see what approving would do before the approve button: reboots, restarts, each host", async () => {
+  await page.goto(approvalProposal);
+  const panel = page.getByRole("region", { name: "What approving does" });
+  await expect(panel).toBeVisible();
+  const hosts = Number(await panel.getByTestId("impact-hosts").textContent());
+  expect(hosts).toBeGreaterThan(0);
+  await expect(panel.getByTestId("impact-rebooting")).toHaveText(/^\d+ hosts?$/);
+  // fleet-sim's hosts: OpenSSL and the SSH server restart ssh.service; one staging host's
+  // agent does not say (unknown, not "no impact").
+  await expect(panel.getByRole("heading", { name: "Units restarting" })).toBeVisible();
+  await expect(panel).toContainText("ssh.service");
+  await expect(panel.getByTestId("impact-unknown")).toHaveText(/^1 host /);
+  // Before the approve button, on the page and to the keyboard.
+  const approve = page.getByRole("button", { name: "Approve" });
+  const [panelBox, approveBox] = [await panel.boundingBox(), await approve.boundingBox()];
+  expect(panelBox && approveBox && panelBox.y < approveBox.y).toBe(true);
+  expect(
+    await panel.evaluate((el, button) => !!(el.compareDocumentPosition(button!) & Node.DOCUMENT_POSITION_FOLLOWING), await approve.elementHandle()),
+  ).toBe(true);
+  await panel.getByRole("button", { name: "Each host's impact" }).click();
+  const rows = panel.getByRole("table", { name: "Each host's impact" }).locator("tbody tr");
+  await expect(rows).toHaveCount(Math.min(hosts, 50));
+  await expect(rows.filter({ hasText: "unknown" })).toHaveCount(1);
+  await shot(page, "proposal-impact");
+  await accessible(page, "proposal impact");
 });
 
 test("approve as two different people in two browsers: approved", async () => {

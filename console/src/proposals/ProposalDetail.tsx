@@ -1,7 +1,9 @@
-// One proposal: its changes grouped by package with both versions, advisories and changelog
-// entries; its targets and preflight; approval progress (who approved, how many more); the
-// decisions (approve, reject with a reason, snooze until) for those who may decide; and the
-// discussion, which a viewer does not see (decisions §4).
+// One proposal: what approving would do to its hosts (decisions §21: warnings, reboots,
+// restarts, installs and removals, shown before the approve button); its changes grouped by
+// package with both versions, advisories and changelog entries; its targets and preflight;
+// approval progress (who approved, how many more); the decisions (approve, reject with a reason,
+// snooze until) for those who may decide; and the discussion, which a viewer does not see
+// (decisions §4).
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "wouter";
@@ -9,6 +11,7 @@ import { api, unwrap, type Schemas } from "../api/client";
 import { useRights } from "../api/session";
 import { ErrorNote, Field, Kev, Loaded, PageTitle, Status, When } from "../ui/kit";
 import { Comments } from "./Comments";
+import { ImpactBadges, ImpactPanel } from "./Impact";
 
 type Detail = Schemas["ProposalDetail"];
 
@@ -28,6 +31,7 @@ export function ProposalDetailPage({ org, id }: { org: string; id: string }) {
             <Link href={`/orgs/${org}/proposals`}>Proposals</Link> / #{p.number} <Status value={p.status} />{" "}
             <Status value={p.max_severity ?? "unrated"} /> {p.known_exploited && <Kev />}
           </p>
+          <ImpactPanel org={org} proposal={p} />
           <div className="grid2">
             <Progress proposal={p} />
             {rights.operate ? <Decide org={org} proposal={p} /> : <Summary proposal={p} />}
@@ -317,7 +321,7 @@ function Targets({ org, proposal: p }: { org: string; proposal: Detail }) {
       <ul className="targets">
         {p.targets.map((t) => (
           <li key={t.id}>
-            <Link href={`/orgs/${org}/hosts/${t.id}`}>{t.display_name ?? t.hostname}</Link>
+            <Link href={`/orgs/${org}/hosts/${t.id}`}>{t.display_name ?? t.hostname}</Link> <ImpactBadges impact={t.impact} />
           </li>
         ))}
       </ul>

@@ -11,6 +11,14 @@
 //! universe, each package on one of two or three starting versions, and a shared pool of
 //! available updates, so that proposals group by package and both versions.
 //!
+//! Each update carries the impact a real agent reports (decisions §21, [`impact_of`]): kernel,
+//! libc, systemd and dbus updates reboot (a kernel installs its new image package), OpenSSL and
+//! libraries linked into daemons restart the SSH server and the host's own service by its role,
+//! and on Ubuntu 24.04 OpenSSL installs `libssl3t64` and removes `libssl3`. Every tenth host
+//! (`--unknown-impact-every`) runs an older agent that does not say; `--no-impact` leaves
+//! impacts out everywhere, `--impact-split` on odd hosts only (to measure what carrying them
+//! costs, BENCHMARKS.md "Impact before approval").
+//!
 //! Benchmark phases (`--phases`, used by `bench-fleet`; BENCHMARKS.md "Fleet inventory"): after
 //! enrolling every host and one full check-in each, run timed phases one after the other, each
 //! closed-loop with `--concurrency` requests in flight, round-robin over the hosts:
@@ -47,7 +55,8 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Parser;
 use protocol::wire::{
-    Advisory, AgentInstall, CheckIn, CheckInAnswer, EnrollRequest, Enrolled, Facts, Package, Update,
+    Advisory, AgentInstall, CheckIn, CheckInAnswer, EnrollRequest, Enrolled, Facts, Impact,
+    ImpactInstall, Package, Update,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
@@ -119,6 +128,27 @@ struct Args {
     /// In phases, sample this process's VmRSS every 100 ms; its peak and VmHWM are reported.
     #[arg(long)]
     rss_pid: Option<u32>,
+    /// No host reports the impact of its updates (as agents before decisions §21 did); by
+    /// default every host does but those of `--unknown-impact-every`.
+    #[arg(long)]
+    no_impact: bool,
+    /// Every this-many-th host (indexes N-1, 2N-1, …) runs an older agent that does not report
+    /// impacts (the service counts those hosts as unknown); 0: every host reports them.
+    #[arg(long, default_value_t = 10)]
+    unknown_impact_every: usize,
+    /// In phases, only hosts of even index report impacts (odd ones run an agent that does not),
+    /// and check-in latencies are reported for each half apart: the cost of carrying impacts,
+    /// measured side by side in one phase (BENCHMARKS.md, "Impact before approval").
+    #[arg(long)]
+    impact_split: bool,
+}
+
+impl Args {
+    /// What [`inventory`] is given for host `index`: `None` when it reports no impacts.
+    fn impacts_of(&self, index: usize) -> Option<usize> {
+        let split_out = self.impact_split && index % 2 == 1;
+        (!self.no_impact && !split_out).then_some(self.unknown_impact_every)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -265,8 +295,101 @@ fn version(family: &Family, package: usize, variant: u32) -> String {
     }
 }
 
+/// Packages every simulated host of a family is offered an update of (when installed on an
+/// older variant), besides the shared pool: its kernel, OpenSSL and the SSH server, whose
+/// impacts an approver most needs to see.
+fn always_offered(family: &Family, name: &str) -> bool {
+    let kernel = if family.ecosystem == "rpm" {
+        "kernel"
+    } else {
+        "linux-image-generic"
+    };
+    [kernel, "openssl", "openssh-server"].contains(&name)
+}
+
+/// Packages whose update needs a reboot, as the reference agent decides (decisions §19).
+const REBOOTING: &[&str] = &[
+    "linux-image-generic",
+    "kernel",
+    "grub-common",
+    "systemd",
+    "libsystemd0",
+    "libc6",
+    "libc-bin",
+    "glibc",
+    "glibc-common",
+    "dbus",
+    "udev",
+];
+
+/// Whether simulated host `index` reports impacts: all but every `every`-th host (none left out
+/// when 0), whose older agent leaves `impact` out (the service counts those as unknown).
+fn says_impact(index: usize, every: usize) -> bool {
+    every == 0 || index % every != every - 1
+}
+
+/// What updating `name` to `to_version` would do on simulated host `index` of `family`, as a
+/// real agent reports it (decisions §19, §21): a kernel, boot loader, libc, systemd or dbus
+/// update reboots (a kernel pulls in its new image package); OpenSSL and the libraries linked
+/// into daemons restart the SSH server and the host's own service (nginx on web hosts,
+/// PostgreSQL on database hosts, Redis on cache hosts); on Ubuntu 24.04 OpenSSL moves to
+/// `libssl3t64` and removes `libssl3` (the 64-bit time transition).
+fn impact_of(name: &str, family: &Family, index: usize, to_version: &str) -> Impact {
+    let rpm = family.ecosystem == "rpm";
+    let ssh = if rpm { "sshd.service" } else { "ssh.service" };
+    let role = match role_of(index).0 {
+        "web" => "nginx.service",
+        "db" if rpm => "postgresql.service",
+        "db" => "postgresql@16-main.service",
+        "cache" if rpm => "redis.service",
+        "cache" => "redis-server.service",
+        _ => "fleet-worker.service",
+    };
+    let mut impact = Impact {
+        reboot: REBOOTING.contains(&name),
+        ..Impact::default()
+    };
+    match name {
+        // A new kernel is a new package beside the running one.
+        "linux-image-generic" if !rpm => impact.installs.push(ImpactInstall {
+            name: "linux-image-6.8.0-51-generic".to_owned(),
+            version: "6.8.0-51.52".to_owned(),
+        }),
+        "kernel" if rpm => impact.installs.push(ImpactInstall {
+            name: "kernel-core".to_owned(),
+            version: "5.14.0-503.15.1.el9_5".to_owned(),
+        }),
+        "openssl" | "libssl3" | "libgnutls30" | "libkrb5-3" | "krb5-libs" | "zlib1g"
+        | "libnghttp2-14" => {
+            impact.restarts = vec![role.to_owned(), ssh.to_owned()];
+            if name == "openssl" && family.codename == "noble" {
+                impact.installs.push(ImpactInstall {
+                    name: "libssl3t64".to_owned(),
+                    version: to_version.to_owned(),
+                });
+                impact.removes.push("libssl3".to_owned());
+            }
+        }
+        "openssh-server" => impact.restarts = vec![ssh.to_owned()],
+        "nginx" if role == "nginx.service" => impact.restarts = vec![role.to_owned()],
+        "rsyslog" => impact.restarts = vec!["rsyslog.service".to_owned()],
+        "cron" => {
+            impact.restarts = vec![(if rpm { "crond.service" } else { "cron.service" }).to_owned()]
+        }
+        "libpq5" => impact.restarts = vec!["fleet-worker.service".to_owned()],
+        generated if generated.starts_with("libssl") || generated.starts_with("libcrypt") => {
+            impact.restarts = vec![role.to_owned()];
+        }
+        _ => {}
+    }
+    impact.restarts.sort();
+    impact
+}
+
 /// The facts and inventory of simulated host `index`.
 /// `count` fixes the number of packages (otherwise 300 to 499).
+/// Updates carry their impact (decisions §21) when the host [`says_impact`] (`unknown_every`;
+/// `None`: no host does).
 fn inventory(
     seed: u64,
     index: usize,
@@ -274,7 +397,9 @@ fn inventory(
     hostname: &str,
     universe: &[String],
     count: Option<usize>,
+    unknown_every: Option<usize>,
 ) -> CheckIn {
+    let says = unknown_every.is_some_and(|every| says_impact(index, every));
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(index as u64));
     let family = FAMILIES[index % FAMILIES.len()];
     let random_count = rng.random_range(300..500);
@@ -296,7 +421,7 @@ fn inventory(
             source_version: None,
         });
         // The shared pool: every host on an older variant of a pooled package is offered it.
-        if p.is_multiple_of(9) && variant < 2 {
+        if (p.is_multiple_of(9) || always_offered(&family, &universe[p])) && variant < 2 {
             let security = p.is_multiple_of(2);
             let severity = ["low", "medium", "high", "critical"][p % 4];
             let advisories = if security {
@@ -311,17 +436,19 @@ fn inventory(
             } else {
                 Vec::new()
             };
+            let to_version = version(&family, p, 2);
+            let impact = says.then(|| impact_of(&universe[p], &family, index, &to_version));
             updates.push(Update {
                 name: universe[p].clone(),
                 arch: family.arch.to_owned(),
                 from_version: installed,
-                to_version: version(&family, p, 2),
+                to_version,
                 ecosystem: family.ecosystem.to_owned(),
                 source_name: Some(universe[p].clone()),
                 security,
                 requires_reboot: universe[p].contains("linux") || universe[p] == "kernel",
                 advisories,
-                impact: None,
+                impact,
             });
         }
     }
@@ -337,7 +464,7 @@ fn inventory(
             arch: Some(family.arch.to_owned()),
             kernel_version: Some("6.8.0-45-generic".to_owned()),
             virtualization: Some("kvm".to_owned()),
-            agent_version: Some("1.4.0".to_owned()),
+            agent_version: Some((if says { "1.4.0" } else { "1.2.0" }).to_owned()),
             agent_mode: Some("daemon".to_owned()),
             agent_permissions: Some(
                 protocol::wire::permissions::ALL
@@ -609,6 +736,7 @@ async fn main() -> anyhow::Result<()> {
                 &hostname,
                 &universe,
                 None,
+                args.impacts_of(index),
             );
             let light = unchanged(&full.facts, &full.inventory_digest, full.reboot_required);
             {
@@ -911,6 +1039,7 @@ mod phases {
                     &host.agent.hostname,
                     universe,
                     Some(args.changed_packages),
+                    args.impacts_of(host.index),
                 );
                 let digest = format!("chg-{n:016x}");
                 // One package moves on, as an upgrade would.
@@ -989,6 +1118,7 @@ mod phases {
                         &hostname,
                         &universe,
                         first_count,
+                        args.impacts_of(index),
                     );
                     let token = &tokens[token_of(index, tokens.len())];
                     if let Err(e) =
@@ -1037,6 +1167,31 @@ mod phases {
         if hosts.is_empty() {
             bail!("no host enrolled");
         }
+        if args.impact_split {
+            // What carrying impacts adds to a changed check-in's body, for the first host of each
+            // half.
+            for index in [0, 1] {
+                let body = inventory(
+                    args.seed,
+                    index,
+                    "sim",
+                    "web-00000",
+                    &universe,
+                    Some(args.changed_packages),
+                    args.impacts_of(index),
+                );
+                let updates = body.updates.as_ref().map_or(0, Vec::len);
+                println!(
+                    "changed check-in body of host {index} ({}): {} bytes, {updates} updates",
+                    if args.impacts_of(index).is_some() {
+                        "with impacts"
+                    } else {
+                        "without"
+                    },
+                    serde_json::to_vec(&body).map_or(0, |b| b.len()),
+                );
+            }
+        }
         if let Some(selector) = args.selector.first() {
             let page = list_once(&client, &args, &list_url(&args, selector)?).await?;
             println!(
@@ -1055,6 +1210,8 @@ mod phases {
         for phase in &phases {
             let deadline = Instant::now() + Duration::from_secs(phase.seconds);
             let samples = Arc::new(Samples::default());
+            // With --impact-split: the check-ins of hosts reporting impacts, and of the others.
+            let halves = Arc::new([Samples::default(), Samples::default()]);
             let probes = Arc::new(Samples::default());
             let stop = Arc::new(AtomicBool::new(false));
             let rss = rss_sampler(args.rss_pid, stop.clone());
@@ -1077,11 +1234,13 @@ mod phases {
                     changes.clone(),
                     cursor.clone(),
                 );
+                let halves = halves.clone();
                 let changed = phase.name == "changed";
                 tasks.push(tokio::spawn(async move {
                     while Instant::now() < deadline {
                         let n = cursor.fetch_add(1, Ordering::Relaxed);
                         let began = Instant::now();
+                        let mut half = None;
                         let result = if list {
                             let selectors = &args.selector;
                             let selector =
@@ -1092,12 +1251,16 @@ mod phases {
                             }
                         } else {
                             let host = &hosts[usize::try_from(n).unwrap_or(0) % hosts.len()];
+                            half = Some(usize::from(args.impacts_of(host.index).is_none()));
                             let change = changed.then(|| changes.fetch_add(1, Ordering::Relaxed));
                             phase_check_in(&client, &args, &authority, &universe, host, change)
                                 .await
                         };
                         match result {
                             Ok(asked) => {
+                                if let Some(half) = half {
+                                    halves[half].record(began);
+                                }
                                 samples.record(began);
                                 if asked && !changed {
                                     samples.asked_inventory.fetch_add(1, Ordering::Relaxed);
@@ -1157,6 +1320,21 @@ mod phases {
                 .map(|(label, s)| format!("{label} {s:.1}s ({:.0}%)", 100.0 * s / wall.max(0.001)))
                 .collect();
             println!("  cpu: {}", cpu_text.join(" · "));
+            let mut split_json = Value::Null;
+            if args.impact_split && !list {
+                let mut halves_json = serde_json::Map::new();
+                for (i, label) in ["with impact", "without impact"].into_iter().enumerate() {
+                    let (count, [p50, p90, p99, max]) = halves[i].summary();
+                    println!(
+                        "  hosts {label}: {count} · p50 {p50:.2} ms · p90 {p90:.2} ms · p99 {p99:.2} ms · max {max:.2} ms"
+                    );
+                    halves_json.insert(
+                        label.replace(' ', "_"),
+                        json!({"count": count, "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "max_ms": max}),
+                    );
+                }
+                split_json = Value::Object(halves_json);
+            }
             let (probe_count, [pp50, _, pp99, pmax]) = probes.summary();
             if probe_count > 0 {
                 println!(
@@ -1179,7 +1357,7 @@ mod phases {
                        "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "max_ms": max,
                        "errors": errors, "asked_inventory": asked, "cpu_s": cpu_json,
                        "probe": {"count": probe_count, "p50_ms": pp50, "p99_ms": pp99, "max_ms": pmax},
-                       "rss_peak_kib": rss_peak_kib, "hwm_kib": hwm_kib})
+                       "rss_peak_kib": rss_peak_kib, "hwm_kib": hwm_kib, "impact_split": split_json})
             );
         }
         Ok(())

@@ -14,6 +14,7 @@ mod email_links;
 mod enrollment_tokens;
 mod foundation;
 mod hosts_groups;
+mod impact_black_box;
 mod intelligence;
 mod members;
 mod notifications;
