@@ -1,6 +1,7 @@
 //! The `api` command line; `main.rs` only calls [`main`], so tests can start the very same
 //! program as a separate process. Without a subcommand it serves; `api plan set <org> <plan>`
-//! sets an organization's plan by hand and exits.
+//! sets an organization's plan by hand and exits; `api backup <file>` copies the embedded
+//! database while the service runs, `api restore <file>` puts a copy back (decisions §23).
 
 use std::process::ExitCode;
 
@@ -26,6 +27,18 @@ enum Command {
     Plan {
         #[command(subcommand)]
         action: PlanAction,
+    },
+    /// Write a consistent copy of the embedded (SQLite) database to FILE, while the service
+    /// runs. On Postgres: use pg_dump (this says so and exits non-zero).
+    Backup {
+        /// Where the copy is written (replaced if it exists).
+        file: std::path::PathBuf,
+    },
+    /// Replace the embedded (SQLite) database with the backup FILE. Refused while an api,
+    /// worker or scheduler has the database open. On Postgres: use pg_restore.
+    Restore {
+        /// A file written by `api backup`.
+        file: std::path::PathBuf,
     },
 }
 
@@ -54,6 +67,28 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         match args.command {
             None => platform::runtime::run_main(args.config, crate::run).await,
+            Some(Command::Backup { file }) => {
+                platform::runtime::run_main(args.config, |config| async move {
+                    tokio::task::spawn_blocking(move || {
+                        platform::backup::backup(&config, &file)?;
+                        println!("backed up to {}", file.display());
+                        Ok(())
+                    })
+                    .await?
+                })
+                .await
+            }
+            Some(Command::Restore { file }) => {
+                platform::runtime::run_main(args.config, |config| async move {
+                    tokio::task::spawn_blocking(move || {
+                        platform::backup::restore(&config, &file)?;
+                        println!("restored from {}", file.display());
+                        Ok(())
+                    })
+                    .await?
+                })
+                .await
+            }
             Some(Command::Plan {
                 action: PlanAction::Set { org, plan },
             }) => {

@@ -129,6 +129,8 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
     };
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = http::server::bind(config.bind).await?;
+    // One metrics endpoint for the whole process, embedded worker and scheduler included.
+    let metrics = platform::metrics::start(config.metrics_bind, &db, &shutdown).await?;
 
     let mut background = tokio::task::JoinSet::new();
     if config.embedded_workers {
@@ -156,6 +158,9 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
             Ok(Err(err)) => tracing::error!(error = %err, "background task failed"),
             Err(err) => tracing::error!(error = %err, "background task panicked"),
         }
+    }
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
     }
     db.close().await;
     served

@@ -15,6 +15,7 @@ pub mod intel;
 pub mod notifications;
 pub mod policy;
 pub mod proposals;
+pub mod retention;
 pub mod severity;
 pub mod sso;
 pub mod status;

@@ -22,6 +22,7 @@ mod m20261126_000400_host_inventories_lz4;
 mod m20261127_000100_host_update_impact;
 mod m20261127_000200_trust_boundaries;
 mod m20261128_000100_proposal_impact;
+mod m20261128_000200_retention_indexes;
 
 pub struct Migrator;
 
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000100_host_update_impact::Migration),
             Box::new(m20261127_000200_trust_boundaries::Migration),
             Box::new(m20261128_000100_proposal_impact::Migration),
+            Box::new(m20261128_000200_retention_indexes::Migration),
         ]
     }
 }

@@ -92,6 +92,64 @@ pub struct RawConfig {
     /// `json` for JSON log lines; anything else is human-readable text.
     #[arg(long, env = "LOG_FORMAT")]
     pub log_format: Option<String>,
+    /// Address of this process's Prometheus metrics (`/metrics`); unset: no metrics served.
+    #[arg(long, env = "METRICS_BIND")]
+    pub metrics_bind: Option<String>,
+    /// Days notification events and their deliveries are kept (default 90).
+    #[arg(long, env = "RETENTION_NOTIFICATIONS_DAYS")]
+    pub retention_notifications_days: Option<String>,
+    /// Days host events are kept (default 180).
+    #[arg(long, env = "RETENTION_HOST_EVENTS_DAYS")]
+    pub retention_host_events_days: Option<String>,
+    /// Days audit events are kept (default 400).
+    #[arg(long, env = "RETENTION_AUDIT_EVENTS_DAYS")]
+    pub retention_audit_events_days: Option<String>,
+    /// Days finished host jobs are kept (default 180).
+    #[arg(long, env = "RETENTION_HOST_JOBS_DAYS")]
+    pub retention_host_jobs_days: Option<String>,
+}
+
+/// How long records that only grow are kept (decisions §23), in days; the hourly housekeeping
+/// prunes what is older.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    pub notifications_days: u32,
+    pub host_events_days: u32,
+    pub audit_events_days: u32,
+    pub host_jobs_days: u32,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            notifications_days: 90,
+            host_events_days: 180,
+            audit_events_days: 400,
+            host_jobs_days: 180,
+        }
+    }
+}
+
+/// A number of days a record is kept: 1 to 36,500.
+fn parse_days(
+    variable: &'static str,
+    value: Option<String>,
+    default: u32,
+) -> Result<u32, ConfigError> {
+    match non_empty(value) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|d| (1..=36_500).contains(d))
+            .ok_or_else(|| {
+                bad(
+                    variable,
+                    format!("expected a number of days from 1 to 36500, got {v:?}"),
+                )
+            }),
+    }
 }
 
 /// A configuration value that cannot be used; its `Display` is the one line printed at start.
@@ -184,6 +242,10 @@ pub struct Config {
     /// system's resolvers.
     pub dns_resolver: Option<SocketAddr>,
     pub log_json: bool,
+    /// Where this process serves its Prometheus metrics (`METRICS_BIND`); none: nowhere.
+    pub metrics_bind: Option<SocketAddr>,
+    /// How long growing records are kept (`RETENTION_*_DAYS`).
+    pub retention: Retention,
 }
 
 /// The plans, least to most privileged (`DEFAULT_PLAN` must name one; `domain::billing::Plan`
@@ -473,7 +535,42 @@ impl RawConfig {
             None => false,
         };
 
+        let metrics_bind = match non_empty(self.metrics_bind) {
+            Some(v) => Some(v.trim().parse::<SocketAddr>().map_err(|_| {
+                bad(
+                    "METRICS_BIND",
+                    format!("expected an address and port such as 127.0.0.1:9090, got {v:?}"),
+                )
+            })?),
+            None => None,
+        };
+        let defaults = Retention::default();
+        let retention = Retention {
+            notifications_days: parse_days(
+                "RETENTION_NOTIFICATIONS_DAYS",
+                self.retention_notifications_days,
+                defaults.notifications_days,
+            )?,
+            host_events_days: parse_days(
+                "RETENTION_HOST_EVENTS_DAYS",
+                self.retention_host_events_days,
+                defaults.host_events_days,
+            )?,
+            audit_events_days: parse_days(
+                "RETENTION_AUDIT_EVENTS_DAYS",
+                self.retention_audit_events_days,
+                defaults.audit_events_days,
+            )?,
+            host_jobs_days: parse_days(
+                "RETENTION_HOST_JOBS_DAYS",
+                self.retention_host_jobs_days,
+                defaults.host_jobs_days,
+            )?,
+        };
+
         Ok(Config {
+            metrics_bind,
+            retention,
             database_url: Secret(database_url),
             database_kind,
             bind,
@@ -666,6 +763,50 @@ mod tests {
             wrong.validate().expect_err("no port").variable,
             "DNS_RESOLVER"
         );
+    }
+
+    #[test]
+    fn metrics_are_off_by_default_and_retention_follows_decisions_23() {
+        let config = Config::defaults();
+        assert_eq!(config.metrics_bind, None);
+        assert_eq!(config.retention, Retention::default());
+        assert_eq!(config.retention.audit_events_days, 400);
+        let raw = RawConfig {
+            metrics_bind: Some("127.0.0.1:9464".into()),
+            retention_host_events_days: Some("30".into()),
+            ..RawConfig::default()
+        };
+        let config = raw.validate().expect("valid");
+        assert_eq!(
+            config.metrics_bind,
+            Some("127.0.0.1:9464".parse().expect("address"))
+        );
+        assert_eq!(config.retention.host_events_days, 30);
+        for (raw, variable) in [
+            (
+                RawConfig {
+                    metrics_bind: Some("9464".into()),
+                    ..RawConfig::default()
+                },
+                "METRICS_BIND",
+            ),
+            (
+                RawConfig {
+                    retention_audit_events_days: Some("0".into()),
+                    ..RawConfig::default()
+                },
+                "RETENTION_AUDIT_EVENTS_DAYS",
+            ),
+            (
+                RawConfig {
+                    retention_host_jobs_days: Some("a year".into()),
+                    ..RawConfig::default()
+                },
+                "RETENTION_HOST_JOBS_DAYS",
+            ),
+        ] {
+            assert_eq!(raw.validate().expect_err(variable).variable, variable);
+        }
     }
 
     #[test]

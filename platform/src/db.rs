@@ -15,7 +15,7 @@ use sea_orm_migration::MigratorTrait;
 use sqlx::{
     PgPool, SqlitePool,
     postgres::{PgConnectOptions, PgPoolOptions},
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous},
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -23,6 +23,28 @@ use crate::{
     config::{Config, DatabaseKind},
     identity_changes::IdentityChanges,
 };
+
+/// How long anything waits for a pooled connection before it gives up: the api answers 503
+/// `service-unavailable` then (decisions §1), a job fails its attempt and is tried again. A
+/// wait is bounded so that a connection held too long (a stuck transaction, a database that
+/// stopped answering) turns into a quick, visible refusal instead of requests that hang for
+/// half a minute.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A wait for a pooled connection over this is logged (a warning naming how long it took).
+const ACQUIRE_SLOW: Duration = Duration::from_secs(1);
+
+/// The pool settings every pool of the service shares: the bounded wait, and every wait
+/// reported to the metrics (sqlx's `sqlx::pool::acquire` events, read by
+/// [`crate::metrics::AcquireWaits`]), a slow one as a warning.
+fn pool_options<DB: sqlx::Database>(max_connections: u32) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::<DB>::new()
+        .max_connections(max_connections.max(1))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .acquire_time_level(log::LevelFilter::Trace)
+        .acquire_slow_level(log::LevelFilter::Warn)
+        .acquire_slow_threshold(ACQUIRE_SLOW)
+}
 
 /// Advisory lock key under which migrations run ("fleetmig" as ASCII).
 const MIGRATION_LOCK: i64 = 0x666c_6565_746d_6967;
@@ -63,6 +85,9 @@ pub struct Database {
     /// On SQLite, stops the WAL checkpoints ([`checkpoint_in_the_background`]) when the last
     /// clone is dropped.
     _checkpoints: Option<Arc<DropGuard>>,
+    /// On SQLite, this process's claim on the database file, so that `api restore` refuses to
+    /// overwrite it while it is open ([`crate::backup::InUse`]).
+    _in_use: Option<Arc<crate::backup::InUse>>,
     /// When what authentication reads last changed (see [`crate::identity_changes`]). On
     /// Postgres it knows nothing until [`IdentityChanges::watch_postgres`] runs (the api starts it).
     pub identity: IdentityChanges,
@@ -99,9 +124,14 @@ impl Database {
     ) -> anyhow::Result<Database> {
         if url.starts_with("sqlite:") {
             let options = sqlite_options(url)?;
-            let pool = SqlitePoolOptions::new()
-                .max_connections(max_connections.max(1))
-                .acquire_timeout(Duration::from_secs(30))
+            let in_use = if options.get_filename() == Path::new(":memory:") {
+                None
+            } else {
+                Some(Arc::new(crate::backup::InUse::claim(
+                    options.get_filename(),
+                )?))
+            };
+            let pool = pool_options::<sqlx::Sqlite>(max_connections)
                 .connect_with(options.clone())
                 .await
                 .context("opening the SQLite database")?;
@@ -112,15 +142,14 @@ impl Database {
             // writes take turns on one connection of their own, handed out first come, first
             // served (sqlx pools are fair); the busy handler is left to settle with other
             // processes and the job queue's own statements.
-            let writer = SqlitePoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(Duration::from_secs(30))
+            let writer = pool_options::<sqlx::Sqlite>(1)
                 .connect_with(options)
                 .await
                 .context("opening the SQLite database for writing")?;
             let checkpoints = checkpoint_in_the_background(pool.clone());
             Ok(Database {
                 _checkpoints: Some(Arc::new(checkpoints)),
+                _in_use: in_use,
                 orm: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool.clone()),
                 queue: Pool::Sqlite(writer.clone()),
                 writer: SqlxSqliteConnector::from_sqlx_sqlite_pool(writer),
@@ -132,15 +161,14 @@ impl Database {
             if planning == Planning::EachTime {
                 options = options.options([("plan_cache_mode", "force_custom_plan")]);
             }
-            let pool = PgPoolOptions::new()
-                .max_connections(max_connections.max(1))
-                .acquire_timeout(Duration::from_secs(30))
+            let pool = pool_options::<sqlx::Postgres>(max_connections)
                 .connect_with(options)
                 .await
                 .context("connecting to Postgres")?;
             let orm = SqlxPostgresConnector::from_sqlx_postgres_pool(pool.clone());
             Ok(Database {
                 _checkpoints: None,
+                _in_use: None,
                 writer: orm.clone(),
                 orm,
                 queue: Pool::Postgres(pool.clone()),
@@ -203,6 +231,31 @@ impl Database {
         )
     }
 
+    /// Each pool's name, connections open, of which idle, and its maximum (for the metrics).
+    pub fn pool_use(&self) -> Vec<(&'static str, u32, usize, u32)> {
+        fn sqlx_use<DB: sqlx::Database>(
+            name: &'static str,
+            pool: &sqlx::Pool<DB>,
+        ) -> (&'static str, u32, usize, u32) {
+            (
+                name,
+                pool.size(),
+                pool.num_idle(),
+                pool.options().get_max_connections(),
+            )
+        }
+        match &self.pool {
+            Pool::Postgres(pool) => vec![sqlx_use("main", pool)],
+            Pool::Sqlite(pool) => {
+                let mut pools = vec![sqlx_use("main", pool)];
+                if let Pool::Sqlite(writer) = &self.queue {
+                    pools.push(sqlx_use("writer", writer));
+                }
+                pools
+            }
+        }
+    }
+
     /// The connection for statements that write outside a transaction, on hot paths where a
     /// wait matters (a check-in's writes, marking policies for evaluation). On SQLite it is
     /// the process's one writing connection, shared with [`Database::begin_write`]: a write
@@ -254,6 +307,103 @@ impl Database {
                 }
             }
         }
+    }
+}
+
+/// Why the database could not serve a statement, when that is the database's state and not the
+/// statement's fault: the caller should try again later (the api answers 503
+/// `service-unavailable` with `Retry-After`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No pooled connection came free within [`ACQUIRE_TIMEOUT`].
+    PoolTimedOut,
+    /// The server cannot be reached, is shutting down or refuses connections.
+    Unreachable,
+    /// The disk is full (SQLite `SQLITE_FULL`, Postgres `53100`) or the database cannot write.
+    Full,
+    /// Another process holds SQLite's lock past the busy timeout.
+    Busy,
+}
+
+impl Unavailable {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Unavailable::PoolTimedOut => "no database connection came free in time",
+            Unavailable::Unreachable => "the database cannot be reached",
+            Unavailable::Full => "the database cannot write (disk full or read-only)",
+            Unavailable::Busy => "the database is locked by another process",
+        }
+    }
+}
+
+/// Whether `err`, or anything that caused it, is the database being unable to serve now
+/// ([`Unavailable`]); `None` for every other failure (a constraint, a bad statement, a row that
+/// cannot be read), which is the service's or the caller's fault.
+pub fn unavailable(err: &(dyn std::error::Error + 'static)) -> Option<Unavailable> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(err) = next {
+        let found = if let Some(db) = err.downcast_ref::<sea_orm::DbErr>() {
+            orm_unavailable(db)
+        } else if let Some(runtime) = err.downcast_ref::<sea_orm::RuntimeErr>() {
+            runtime_unavailable(runtime)
+        } else if let Some(sqlx) = err.downcast_ref::<sqlx::Error>() {
+            sqlx_unavailable(sqlx)
+        } else {
+            None
+        };
+        if found.is_some() {
+            return found;
+        }
+        next = err.source();
+    }
+    None
+}
+
+fn orm_unavailable(err: &sea_orm::DbErr) -> Option<Unavailable> {
+    use sea_orm::{ConnAcquireErr, DbErr};
+    match err {
+        DbErr::ConnectionAcquire(ConnAcquireErr::Timeout) => Some(Unavailable::PoolTimedOut),
+        DbErr::ConnectionAcquire(_) => Some(Unavailable::Unreachable),
+        DbErr::Conn(runtime) | DbErr::Exec(runtime) | DbErr::Query(runtime) => {
+            runtime_unavailable(runtime)
+        }
+        _ => None,
+    }
+}
+
+fn runtime_unavailable(err: &sea_orm::RuntimeErr) -> Option<Unavailable> {
+    match err {
+        sea_orm::RuntimeErr::SqlxError(err) => sqlx_unavailable(err),
+        _ => None,
+    }
+}
+
+fn sqlx_unavailable(err: &sqlx::Error) -> Option<Unavailable> {
+    match err {
+        sqlx::Error::PoolTimedOut => Some(Unavailable::PoolTimedOut),
+        sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => Some(Unavailable::Unreachable),
+        sqlx::Error::Database(db) => {
+            let code = db.code()?;
+            let code = code.as_ref();
+            if let Ok(sqlite) = code.parse::<i64>() {
+                // SQLite's primary result code is the extended code's low byte.
+                match sqlite & 0xff {
+                    5 | 6 => Some(Unavailable::Busy),
+                    7 | 8 | 10 | 13 | 14 => Some(Unavailable::Full),
+                    _ => None,
+                }
+            } else if code.starts_with("08") || code.starts_with("57P") {
+                Some(Unavailable::Unreachable)
+            } else if code.starts_with("53") || code.starts_with("58") || code == "25006" {
+                Some(Unavailable::Full)
+            } else {
+                None
+            }
+        }
+        _ => None,
     }
 }
 

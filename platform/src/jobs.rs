@@ -25,6 +25,26 @@ use crate::db::{Database, Pool};
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
 pub const MISSED_HEARTBEATS: u32 = 3;
 
+/// Every queue's name, for what reports on all of them (the metrics' queue depths).
+pub const QUEUE_NAMES: [&str; 16] = [
+    SendEmail::QUEUE,
+    SendLink::QUEUE,
+    Housekeeping::QUEUE,
+    EvaluateHost::QUEUE,
+    EvaluateGroup::QUEUE,
+    EvaluatePolicy::QUEUE,
+    ProposalTimers::QUEUE,
+    FleetUpkeep::QUEUE,
+    RollupUsage::QUEUE,
+    BillingReport::QUEUE,
+    NotifyDispatch::QUEUE,
+    DeliverNotification::QUEUE,
+    SendDigest::QUEUE,
+    FetchChangelog::QUEUE,
+    RefreshKev::QUEUE,
+    ReadAgentManifest::QUEUE,
+];
+
 /// A job payload with a stable queue name.
 pub trait Job: Serialize + DeserializeOwned + Clone + Send + Sync + Unpin + 'static {
     /// The queue's name; never change it once deployed.

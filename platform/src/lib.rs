@@ -2,6 +2,7 @@
 //! migrations, job payloads and the queue, identifiers and the clock.
 
 pub mod agent_ca;
+pub mod backup;
 pub mod clock;
 pub mod config;
 pub mod crypto;
@@ -10,6 +11,7 @@ pub mod dns;
 pub mod identity_changes;
 pub mod ids;
 pub mod jobs;
+pub mod metrics;
 pub mod oidc_http;
 pub mod outbound;
 pub mod payment_signature;

@@ -8,16 +8,29 @@ use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use crate::config::{Config, RawConfig};
 
-/// Installs the tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines.
+/// Installs the tracing subscriber: `RUST_LOG` filter (default `info`), text or JSON lines; and
+/// beside it, whatever the filter says, the layer that turns sqlx's connection waits into the
+/// pool metrics ([`crate::metrics::AcquireWaits`]).
 pub fn init_tracing(config: &Config) {
+    use tracing_subscriber::{Layer, filter::Targets};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let registry = tracing_subscriber::registry().with(filter);
+    let waits = crate::metrics::AcquireWaits.with_filter(
+        Targets::new().with_target(crate::metrics::ACQUIRE_TARGET, tracing::Level::TRACE),
+    );
+    let registry = tracing_subscriber::registry().with(waits);
     let result = if config.log_json {
         registry
-            .with(fmt::layer().json().with_current_span(true))
+            .with(
+                fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_filter(filter),
+            )
             .try_init()
     } else {
-        registry.with(fmt::layer().compact()).try_init()
+        registry
+            .with(fmt::layer().compact().with_filter(filter))
+            .try_init()
     };
     // Already installed (a test that runs several services in one process): keep the first.
     let _ = result;

@@ -5,6 +5,8 @@
 //! time into jobs with idempotency keys that name their period (`housekeeping:{hour}`), so
 //! even two leaders in a split second, or a restart, never queue the same period twice.
 
+pub mod cli;
+
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
@@ -336,9 +338,12 @@ pub async fn run_process(config: platform::config::Config) -> anyhow::Result<()>
     let db = Database::connect(&config, 4).await?;
     db.migrate().await?;
     let scheduler = Scheduler::new(db.clone(), Arc::new(platform::clock::SystemClock));
-    scheduler
-        .run(platform::runtime::shutdown_on_signal())
-        .await?;
+    let shutdown = platform::runtime::shutdown_on_signal();
+    let metrics = platform::metrics::start(config.metrics_bind, &db, &shutdown).await?;
+    scheduler.run(shutdown).await?;
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
+    }
     db.close().await;
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod dns;
 pub mod identity;
 pub mod jobs;
 pub mod limits;
+pub mod metrics;
 pub mod oidc;
 pub mod payments;
 pub mod processes;

@@ -139,3 +139,80 @@ impl ApiReplica {
         stop_gracefully(&mut self.child).await;
     }
 }
+
+/// One of the service's programs as a process of its own, with a clean environment.
+pub struct Program {
+    pub child: Child,
+}
+
+impl Program {
+    /// Starts `program` with `args` and exactly `env` (plus `PATH`); its output goes to the
+    /// test's.
+    pub fn start(program: &str, args: &[&str], env: &[(&str, &str)]) -> Program {
+        // The test's own HTTP client (reqwest without a provider of its own) talks to it.
+        platform::outbound::install_crypto_provider();
+        let child = Command::new(program)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the program");
+        Program { child }
+    }
+
+    /// Sends SIGTERM and waits (at most a minute) for the process to exit; how long it took.
+    pub async fn terminate(&mut self) -> std::time::Duration {
+        let started = std::time::Instant::now();
+        stop_gracefully(&mut self.child).await;
+        started.elapsed()
+    }
+}
+
+/// Runs `program` with `args` and `env` to its end: its exit status and what it printed
+/// (stdout and stderr together).
+pub async fn run_to_end(
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::ExitStatus, String) {
+    let output = Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run the program");
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    (output.status, text)
+}
+
+/// Waits (at most a minute) until `base` answers `/readyz` with 200.
+pub async fn wait_ready(base: &str) {
+    let client = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|answer| answer.status().is_success())
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{base} answered /readyz within a minute"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

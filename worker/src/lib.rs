@@ -2,6 +2,7 @@
 //! replicas, LISTEN/NOTIFY pickup) or SQLite (polling).
 
 pub mod alive;
+pub mod attempts;
 pub mod cli;
 pub mod emails;
 pub mod failed;
@@ -11,13 +12,7 @@ pub mod poll;
 
 use std::{sync::Arc, time::Duration};
 
-use apalis::{
-    layers::retry::{
-        HasherRng, RetryPolicy,
-        backoff::{ExponentialBackoff, ExponentialBackoffMaker, MakeBackoff},
-    },
-    prelude::*,
-};
+use apalis::prelude::*;
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
 use platform::{
@@ -80,19 +75,6 @@ pub fn unique_name() -> String {
     )
 }
 
-fn backoff() -> ExponentialBackoff {
-    match ExponentialBackoffMaker::new(
-        Duration::from_secs(1),
-        Duration::from_secs(60),
-        0.5,
-        HasherRng::default(),
-    ) {
-        Ok(mut maker) => maker.make_backoff(),
-        // The bounds above are constants with min < max.
-        Err(e) => unreachable!("invalid backoff bounds: {e}"),
-    }
-}
-
 /// How often a queue is polled on SQLite. Nearly every statement of the queue writes (a fetch
 /// is an `UPDATE … RETURNING` even when it finds nothing), and SQLite has one writer at a time:
 /// 16 queues polled every 200 ms were 80 write turns a second beside the service's own. A job
@@ -106,7 +88,12 @@ const SQLITE_POLL: Duration = Duration::from_secs(1);
 /// not matter, so that it costs no pooled connection (see [`QUEUES`]).
 macro_rules! register {
     ($monitor:expr, $workers:expr, $options:expr, $job:ty, $handler:path, polled) => {{
-        let Workers { pool, deps, alive } = $workers.clone();
+        let Workers {
+            pool,
+            deps,
+            alive,
+            stop,
+        } = $workers.clone();
         let options = $options.clone();
         match pool {
             Pool::Postgres(pool) => $monitor.register(move |restarts| {
@@ -118,14 +105,24 @@ macro_rules! register {
                     .backend(backend)
                     .data(deps.clone())
                     .concurrency(options.concurrency)
-                    .retry(RetryPolicy::retries(<$job as Job>::RETRIES).with_backoff(backoff()))
+                    .layer(attempts::Attempts::new(
+                        <$job as Job>::QUEUE,
+                        <$job as Job>::RETRIES,
+                        stop.clone(),
+                        attempts::backoff,
+                    ))
                     .build($handler)
             }),
             Pool::Sqlite(_) => register!($monitor, $workers, $options, $job, $handler),
         }
     }};
     ($monitor:expr, $workers:expr, $options:expr, $job:ty, $handler:path) => {{
-        let Workers { pool, deps, alive } = $workers.clone();
+        let Workers {
+            pool,
+            deps,
+            alive,
+            stop,
+        } = $workers.clone();
         let options = $options.clone();
         match pool {
             Pool::Postgres(pool) => $monitor.register(move |restarts| {
@@ -138,7 +135,12 @@ macro_rules! register {
                     .backend(backend)
                     .data(deps.clone())
                     .concurrency(options.concurrency)
-                    .retry(RetryPolicy::retries(<$job as Job>::RETRIES).with_backoff(backoff()))
+                    .layer(attempts::Attempts::new(
+                        <$job as Job>::QUEUE,
+                        <$job as Job>::RETRIES,
+                        stop.clone(),
+                        attempts::backoff,
+                    ))
                     .build($handler)
             }),
             Pool::Sqlite(pool) => $monitor.register(move |restarts| {
@@ -153,7 +155,12 @@ macro_rules! register {
                     .backend(backend)
                     .data(deps.clone())
                     .concurrency(options.concurrency)
-                    .retry(RetryPolicy::retries(<$job as Job>::RETRIES).with_backoff(backoff()))
+                    .layer(attempts::Attempts::new(
+                        <$job as Job>::QUEUE,
+                        <$job as Job>::RETRIES,
+                        stop.clone(),
+                        attempts::backoff,
+                    ))
                     .build($handler)
             }),
         }
@@ -167,6 +174,8 @@ struct Workers {
     deps: Deps,
     /// Names the workers, and beats for them.
     alive: Alive,
+    /// Cancelled when the worker stops: a job waiting to be tried again goes back to the queue.
+    stop: CancellationToken,
 }
 
 /// The name of `queue`'s worker after `restarts` restarts, from now on the one `alive` beats for.
@@ -199,7 +208,12 @@ pub async fn run(
     let beating = CancellationToken::new();
     let _stop_beating = beating.clone().drop_guard();
     tokio::spawn(alive.clone().beat(pool.clone(), HEARTBEAT, beating));
-    let workers = Workers { pool, deps, alive };
+    let workers = Workers {
+        pool,
+        deps,
+        alive,
+        stop: shutdown.clone(),
+    };
     let mut monitor = Monitor::new();
     monitor = register!(monitor, workers, options, SendEmail, jobs::send_email::run);
     monitor = register!(monitor, workers, options, SendLink, jobs::send_link::run);
@@ -364,9 +378,13 @@ pub async fn run_process(config: Config, concurrency: usize) -> anyhow::Result<(
     let db = Database::connect_queue_worker(config.database_url.expose(), connections(concurrency))
         .await?;
     db.migrate().await?;
-    let deps = Deps::new(config, db.clone(), Arc::new(platform::clock::SystemClock))?;
     let shutdown = platform::runtime::shutdown_on_signal();
+    let metrics = platform::metrics::start(config.metrics_bind, &db, &shutdown).await?;
+    let deps = Deps::new(config, db.clone(), Arc::new(platform::clock::SystemClock))?;
     run(deps, WorkerOptions::new(concurrency), shutdown).await?;
+    if let Some(metrics) = metrics {
+        let _ = metrics.await;
+    }
     db.close().await;
     Ok(())
 }

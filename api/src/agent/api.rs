@@ -360,6 +360,7 @@ impl AgentApi {
         }
         let send_inventory =
             next.inventory_digest.as_deref() != Some(body.inventory_digest.as_str());
+        platform::metrics::metrics().checkins.inc();
         Ok(Json(CheckInAnswer {
             next_check_in_s: next.check_in_interval_s,
             jobs,

@@ -19,6 +19,7 @@
 //! | `RateLimited` | 429 | `rate-limited` (with `Retry-After` and `RateLimit-Limit`) |
 //! | `NotConfigured` | 503 | `not-configured` |
 //! | `Unavailable` | 503 | `unavailable` (not ready: the database does not answer) |
+//! | `ServiceUnavailable` | 503 | `service-unavailable` (with `Retry-After`): the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, its disk is full); logged as a warning, counted in `fleet_db_unavailable_total` |
 //! | `Internal` | 500 | `internal` (detail: the request id only; the cause is logged): a database error, a stored JSON value that cannot be read |
 //!
 //! poem's own errors (unknown route, wrong method, unparsable body, size limit, panics) are
@@ -103,6 +104,8 @@ pub enum ApiError {
     NotConfigured(String),
     #[error("unavailable: {0}")]
     Unavailable(String),
+    #[error("service unavailable: {}", .0.describe())]
+    ServiceUnavailable(platform::db::Unavailable),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -135,9 +138,9 @@ impl ApiError {
             ApiError::State { .. } | ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::NotConfigured(_) | ApiError::Unavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::NotConfigured(_)
+            | ApiError::Unavailable(_)
+            | ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -193,6 +196,14 @@ impl ApiError {
             ),
             ApiError::NotConfigured(d) => ("not-configured", "Not configured", Some(d.clone())),
             ApiError::Unavailable(d) => ("unavailable", "Unavailable", Some(d.clone())),
+            ApiError::ServiceUnavailable(why) => (
+                "service-unavailable",
+                "Service unavailable",
+                Some(format!(
+                    "The service cannot answer now ({}); retry in {SERVICE_RETRY_AFTER_S} s.",
+                    why.describe()
+                )),
+            ),
             ApiError::Internal(_) => (
                 "internal",
                 "Internal error",
@@ -211,9 +222,40 @@ impl ApiError {
     }
 }
 
+/// The `Retry-After` of a 503 `service-unavailable`, in seconds.
+pub const SERVICE_RETRY_AFTER_S: u64 = 5;
+
+impl ApiError {
+    /// An unexpected failure: 503 `service-unavailable` when it is the database being unable to
+    /// serve now ([`database_unavailable`]), else 500 `internal`.
+    pub fn failure(err: anyhow::Error) -> ApiError {
+        match database_unavailable(&err) {
+            Some(why) => ApiError::ServiceUnavailable(why),
+            None => ApiError::Internal(err),
+        }
+    }
+}
+
+/// Whether `err` is the database being unable to serve now; if so it is logged as a warning
+/// with its reason and counted (`fleet_db_unavailable_total`, and a pool wait that gave up in
+/// `fleet_db_pool_acquire_timeouts_total`).
+pub fn database_unavailable(err: &anyhow::Error) -> Option<platform::db::Unavailable> {
+    let why = platform::db::unavailable(err.as_ref())?;
+    if why == platform::db::Unavailable::PoolTimedOut {
+        platform::metrics::pool_timed_out();
+    }
+    platform::metrics::metrics().database_unavailable.inc();
+    tracing::warn!(
+        error = %format!("{err:#}"),
+        reason = why.describe(),
+        "the database cannot serve the request: answering 503"
+    );
+    Some(why)
+}
+
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
-        ApiError::Internal(err.into())
+        ApiError::failure(err.into())
     }
 }
 
@@ -239,7 +281,7 @@ impl From<entities::json::Unwritable> for ApiError {
 
 impl From<anyhow::Error> for ApiError {
     fn from(err: anyhow::Error) -> Self {
-        ApiError::Internal(err)
+        ApiError::failure(err)
     }
 }
 
@@ -271,6 +313,11 @@ pub fn problem_response(err: &ApiError, request_id: Option<&str>) -> Response {
         let headers = response.headers_mut();
         headers.insert("retry-after", (*retry_after_s).into());
         headers.insert("ratelimit-limit", (*limit).into());
+    }
+    if let ApiError::ServiceUnavailable(_) = err {
+        response
+            .headers_mut()
+            .insert("retry-after", SERVICE_RETRY_AFTER_S.into());
     }
     response
 }
@@ -394,6 +441,59 @@ error_status!(
     503,
     "`unavailable`: the service is not ready (its database does not answer or is not migrated)."
 );
+
+/// 503 `service-unavailable` with `Retry-After`: every operation that reads or writes the
+/// database may answer it ([`crate::http::openapi::Documented`] adds it to each).
+pub struct ServiceUnavailable;
+impl ErrorStatus for ServiceUnavailable {
+    const STATUS: u16 = 503;
+    const DESCRIPTION: &'static str = SERVICE_UNAVAILABLE;
+    fn headers() -> Vec<MetaHeader> {
+        vec![retry_after()]
+    }
+}
+
+fn retry_after() -> MetaHeader {
+    MetaHeader {
+        name: "Retry-After".into(),
+        description: Some("Whole seconds to wait before retrying.".into()),
+        required: true,
+        deprecated: false,
+        schema: u64::schema_ref(),
+    }
+}
+
+const SERVICE_UNAVAILABLE: &str = "`service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry.";
+
+/// What a 503 says on an operation that may also answer `not-configured`.
+pub const NOT_CONFIGURED_OR_SERVICE_UNAVAILABLE: &str = "`not-configured`: the deployment lacks the configuration this operation needs; or `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full), nothing was changed, and `Retry-After` says when to retry.";
+/// What a 503 says on an operation that may also answer `unavailable`.
+pub const UNAVAILABLE_OR_SERVICE_UNAVAILABLE: &str = "`unavailable`: the service is not ready (its database does not answer or is not migrated); or `service-unavailable`: the database cannot serve the request now, and `Retry-After` says when to retry.";
+
+/// Adds 503 `service-unavailable` to an operation's documented answers, merged into a 503 it
+/// documents already.
+pub fn document_service_unavailable(responses: &mut MetaResponses) {
+    match responses
+        .responses
+        .iter_mut()
+        .find(|r| r.status == Some(ServiceUnavailable::STATUS))
+    {
+        None => document::<ServiceUnavailable>(responses),
+        Some(existing) => {
+            if existing.description == NotConfigured::DESCRIPTION {
+                existing.description = NOT_CONFIGURED_OR_SERVICE_UNAVAILABLE;
+            } else if existing.description == Unavailable::DESCRIPTION {
+                existing.description = UNAVAILABLE_OR_SERVICE_UNAVAILABLE;
+            }
+            if !existing.headers.iter().any(|h| h.name == "Retry-After") {
+                existing.headers.push(MetaHeader {
+                    required: false,
+                    ..retry_after()
+                });
+            }
+        }
+    }
+}
 
 error_status!(
     PayloadTooLarge,

@@ -131,6 +131,12 @@ impl<K: Hash + Eq + Send + Sync + 'static, V: Send + Sync + 'static> Shelf<K, V>
     /// The answer for `key`, if one is kept and nothing has changed between its read and
     /// `mark` (the asking request's).
     pub fn get(&self, mark: Option<Mark>, key: &K) -> Option<Arc<V>> {
+        let found = self.find(mark, key);
+        platform::metrics::metrics().identity_lookup(found.is_some());
+        found
+    }
+
+    fn find(&self, mark: Option<Mark>, key: &K) -> Option<Arc<V>> {
         let mark = mark?;
         let (generation, value) = self.kept.get(key)?;
         (generation == mark.generation()).then_some(value)

@@ -19,7 +19,8 @@ use std::{
 
 use futures::{FutureExt, StreamExt, future::BoxFuture};
 use poem::{
-    Body, Endpoint, IntoResponse, Middleware, Request, Response, Result, http::HeaderValue,
+    Body, Endpoint, IntoResponse, Middleware, PathPattern, Request, Response, Result,
+    http::HeaderValue,
 };
 use tracing::Instrument;
 
@@ -143,6 +144,40 @@ fn acceptable_request_id(value: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
+/// The method as a metric label: the standard ones, anything else `OTHER` (a client may send
+/// any token as a method; labels must stay few).
+fn metric_method(method: &poem::http::Method) -> &'static str {
+    use poem::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
+}
+
+/// The route label of a request no route matched: the web console's pages (any path outside
+/// the API's prefixes), or `unmatched`.
+fn unrouted_label(path: &str) -> &'static str {
+    if path.starts_with("/v1") || path.starts_with("/scim") {
+        "unmatched"
+    } else {
+        "console"
+    }
+}
+
+/// The route label of a matched route: its template as the router knows it (poem-openapi names
+/// path parameters by position: `/v1/orgs/:param0/hosts/:param1`), so never an id; a
+/// rest-of-path match (`*`) is cut at its star. The catch-all nest's own pattern (empty) is no
+/// route: such a request is labelled as unrouted.
+fn metric_route(pattern: &str) -> String {
+    pattern.split('*').next().unwrap_or(pattern).to_owned()
+}
+
 /// An answer on its way, and the flag its request body's limit raises.
 type Begun<'a, T> = (BoxFuture<'a, Result<T>>, Option<Arc<AtomicBool>>);
 
@@ -170,6 +205,7 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
         // Probes are polled every few seconds by whatever runs the service: their lines are
         // `debug` (a failing probe's answer is still logged at `info`).
         let probe = crate::http::health::probe(path);
+        let unrouted = unrouted_label(path);
         let span = if probe.is_some() {
             tracing::debug_span!("request", method = %req.method(), %path, %request_id)
         } else {
@@ -182,6 +218,9 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
             req.extensions_mut().insert(extra.clone());
             extra
         });
+        let method = metric_method(req.method());
+        // Until the answer is made, a stop leaves this request's connection open.
+        let answering = crate::http::connections::answering(req.local_addr(), req.remote_addr());
         let begun = span.in_scope(|| self.begin(req, limit));
 
         async move {
@@ -197,6 +236,13 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
                 }
                 Err(err) => Err(err),
             };
+            let route = match &outcome {
+                Ok(response) => response.data::<PathPattern>(),
+                Err(err) => err.data::<PathPattern>(),
+            }
+            .map(|pattern| metric_route(&pattern.0))
+            .filter(|route| !route.is_empty() && route != "/")
+            .unwrap_or_else(|| unrouted.to_owned());
             let mut response = match outcome {
                 Ok(response) => response,
                 Err(err) => {
@@ -213,6 +259,13 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
                 }
             };
             let status = response.status();
+            drop(answering);
+            platform::metrics::metrics().http_request(
+                method,
+                &route,
+                status.as_u16(),
+                started.elapsed(),
+            );
             // A field's value is worked out only when its event is logged.
             let elapsed_ms = || started.elapsed().as_secs_f64() * 1000.0;
             span.in_scope(|| match probe {
@@ -264,6 +317,16 @@ pub async fn catch_panic<T: IntoResponse>(
 
 fn error_response(err: poem::Error, request_id: &str) -> Response {
     match err.downcast_ref::<ApiError>() {
+        // Made without `ApiError::failure` (a handler's own `Internal`): still a 503 when the
+        // database is what failed.
+        Some(ApiError::Internal(cause)) if platform::db::unavailable(cause.as_ref()).is_some() => {
+            let why = crate::http::error::database_unavailable(cause);
+            let api = why.map_or_else(
+                || ApiError::Internal(anyhow::anyhow!("{cause:#}")),
+                ApiError::ServiceUnavailable,
+            );
+            problem_response(&api, Some(request_id))
+        }
         Some(api @ ApiError::Internal(cause)) => {
             tracing::error!(error = ?cause, "request failed");
             problem_response(api, Some(request_id))

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod client_address;
+pub mod connections;
 pub mod console;
 pub mod error;
 pub mod health;

@@ -4,6 +4,8 @@
 //! handler has to repeat it:
 //! - every operation that takes a request body may answer 413 `payload-too-large`: the edge
 //!   reads bodies through a size limit before any handler runs (`crate::http::middleware`);
+//! - every operation but the liveness probe may answer 503 `service-unavailable` with
+//!   `Retry-After`: the database could not serve it (decisions §1, `ApiError::failure`);
 //! - `limit` and `cursor` query parameters are the paged lists' (decisions §5): 1 to 500, and
 //!   a cursor the service gave out (or nothing): an id's 26 base32 characters, unless the
 //!   operation states its own pattern (lists keyed by a name, such as a host's packages).
@@ -50,33 +52,38 @@ pub struct Documented<T>(pub T);
 impl<T: OpenApi> OpenApi for Documented<T> {
     fn meta() -> Vec<MetaApi> {
         let mut apis = T::meta();
-        for operation in apis
-            .iter_mut()
-            .flat_map(|api| api.paths.iter_mut())
-            .flat_map(|path| path.operations.iter_mut())
-        {
-            if operation.request.is_some() {
-                error::document::<PayloadTooLarge>(&mut operation.responses);
-            }
-            for param in &mut operation.params {
-                if param.in_type != MetaParamIn::Query {
-                    continue;
+        for path in apis.iter_mut().flat_map(|api| api.paths.iter_mut()) {
+            // The liveness probe reads no database; SCIM documents its own errors (SCIM's).
+            let liveness = path.path == crate::http::health::LIVENESS_PATH
+                || crate::scim::v2::wire::is_scim_path(&path.path);
+            for operation in path.operations.iter_mut() {
+                if operation.request.is_some() {
+                    error::document::<PayloadTooLarge>(&mut operation.responses);
                 }
-                let shape = match param.name.as_str() {
-                    "limit" => MetaSchema {
-                        minimum: Some(1.0),
-                        maximum: Some(f64::from(MAX_LIMIT)),
-                        ..MetaSchema::ANY
-                    },
-                    // A list keyed by something other than an id states its own pattern.
-                    "cursor" if has_pattern(&param.schema) => continue,
-                    "cursor" => MetaSchema {
-                        pattern: Some(CURSOR_PATTERN.to_owned()),
-                        ..MetaSchema::ANY
-                    },
-                    _ => continue,
-                };
-                param.schema = param.schema.clone().merge(shape);
+                // Every operation but the liveness probe reads the database.
+                if !liveness {
+                    error::document_service_unavailable(&mut operation.responses);
+                }
+                for param in &mut operation.params {
+                    if param.in_type != MetaParamIn::Query {
+                        continue;
+                    }
+                    let shape = match param.name.as_str() {
+                        "limit" => MetaSchema {
+                            minimum: Some(1.0),
+                            maximum: Some(f64::from(MAX_LIMIT)),
+                            ..MetaSchema::ANY
+                        },
+                        // A list keyed by something other than an id states its own pattern.
+                        "cursor" if has_pattern(&param.schema) => continue,
+                        "cursor" => MetaSchema {
+                            pattern: Some(CURSOR_PATTERN.to_owned()),
+                            ..MetaSchema::ANY
+                        },
+                        _ => continue,
+                    };
+                    param.schema = param.schema.clone().merge(shape);
+                }
             }
         }
         apis

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{AppState, app};
 
-/// How long in-flight requests may take to finish after a shutdown signal.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long requests being answered may take to finish after a shutdown signal; connections
+/// with no request being answered close at once (`crate::http::connections`).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A bound listener, so callers (tests) can learn the port before serving.
 pub struct Bound {
@@ -45,7 +46,8 @@ pub async fn serve(
         Pool::Postgres(pool) => Some(state.db.identity.watch_postgres(pool.clone())),
         Pool::Sqlite(_) => None,
     };
-    let served = Server::new_with_acceptor(bound.acceptor)
+    let acceptor = crate::http::connections::StopAware::new(bound.acceptor, shutdown.clone());
+    let served = Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(
             app(state),
             async move { shutdown.cancelled().await },

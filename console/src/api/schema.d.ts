@@ -3947,9 +3947,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `unavailable`: the service is not ready (its database does not answer or is not migrated). */
+            /** @description `unavailable`: the service is not ready (its database does not answer or is not migrated); or `service-unavailable`: the database cannot serve the request now, and `Retry-After` says when to retry. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4059,6 +4061,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimCreateGroup: {
@@ -4149,6 +4160,15 @@ export interface operations {
             };
             /** @description SCIM error: an unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4255,6 +4275,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimReplaceGroup: {
@@ -4353,6 +4382,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimDeleteGroup: {
@@ -4438,6 +4476,15 @@ export interface operations {
             };
             /** @description SCIM error: an unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4543,6 +4590,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimListResourceTypes: {
@@ -4628,6 +4684,15 @@ export interface operations {
             };
             /** @description SCIM error: an unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4729,6 +4794,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimListSchemas: {
@@ -4814,6 +4888,15 @@ export interface operations {
             };
             /** @description SCIM error: an unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4915,6 +4998,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimServiceProviderConfig: {
@@ -5000,6 +5092,15 @@ export interface operations {
             };
             /** @description SCIM error: an unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5110,6 +5211,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimCreateUser: {
@@ -5200,6 +5310,15 @@ export interface operations {
             };
             /** @description SCIM error: an unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5306,6 +5425,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimReplaceUser: {
@@ -5404,6 +5532,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     scimDeleteUser: {
@@ -5489,6 +5626,15 @@ export interface operations {
             };
             /** @description SCIM error: an unexpected failure. */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5594,6 +5740,15 @@ export interface operations {
                     "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
+            /** @description SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
         };
     };
     agentRenewCertificate: {
@@ -5670,6 +5825,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5758,6 +5924,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     agentEnroll: {
@@ -5835,6 +6012,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5934,6 +6122,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     requestMagicLink: {
@@ -5993,6 +6192,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6092,6 +6302,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     signOut: {
@@ -6132,6 +6353,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6197,6 +6429,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6296,6 +6539,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     ssoCallback: {
@@ -6369,9 +6623,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not-configured`: the deployment lacks the configuration this operation needs. */
+            /** @description `not-configured`: the deployment lacks the configuration this operation needs; or `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full), nothing was changed, and `Retry-After` says when to retry. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6452,9 +6708,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not-configured`: the deployment lacks the configuration this operation needs. */
+            /** @description `not-configured`: the deployment lacks the configuration this operation needs; or `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full), nothing was changed, and `Retry-After` says when to retry. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6554,6 +6812,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getMe: {
@@ -6585,6 +6854,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6659,6 +6939,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listOrganizations: {
@@ -6704,6 +6995,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6765,6 +7067,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6835,6 +7148,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6919,6 +7243,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7018,6 +7353,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     revokeApiToken: {
@@ -7083,6 +7429,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7173,6 +7530,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getBilling: {
@@ -7237,6 +7605,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7338,6 +7717,8 @@ export interface operations {
             /** @description `not-configured`: the deployment takes no payments (no `PAYMENTS_API_URL` or no `PAYMENTS_WEBHOOK_SECRET`); `unavailable`: the payment processor did not answer or failed, try again later. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7426,6 +7807,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getDigest: {
@@ -7490,6 +7882,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7588,6 +7991,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listEnrollmentTokens: {
@@ -7666,6 +8080,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7765,6 +8190,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getEnrollmentToken: {
@@ -7837,6 +8273,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     revokeEnrollmentToken: {
@@ -7902,6 +8349,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7986,6 +8444,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8094,6 +8563,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getGroup: {
@@ -8166,6 +8646,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     deleteGroup: {
@@ -8231,6 +8722,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8340,6 +8842,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     setGroupHosts: {
@@ -8428,6 +8941,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8532,6 +9056,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     countHosts: {
@@ -8626,6 +9161,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getHost: {
@@ -8692,6 +9238,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8792,6 +9349,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     decommissionHost: {
@@ -8871,6 +9439,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8963,6 +9542,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listHostPackages: {
@@ -9045,6 +9635,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9141,6 +9742,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listInvitations: {
@@ -9219,6 +9831,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9327,6 +9950,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     revokeInvitation: {
@@ -9392,6 +10026,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9482,6 +10127,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     removeMember: {
@@ -9565,6 +10221,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9674,6 +10341,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listMentionable: {
@@ -9760,6 +10438,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listNotificationChannels: {
@@ -9824,6 +10513,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9932,9 +10632,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not-configured`: the deployment lacks the configuration this operation needs. */
+            /** @description `not-configured`: the deployment lacks the configuration this operation needs; or `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full), nothing was changed, and `Retry-After` says when to retry. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10006,6 +10708,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10115,9 +10828,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not-configured`: the deployment lacks the configuration this operation needs. */
+            /** @description `not-configured`: the deployment lacks the configuration this operation needs; or `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full), nothing was changed, and `Retry-After` says when to retry. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10210,6 +10925,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     testNotificationChannel: {
@@ -10275,6 +11001,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10359,6 +11096,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10467,6 +11215,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     previewPolicy: {
@@ -10559,6 +11318,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getPolicy: {
@@ -10625,6 +11395,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10734,6 +11515,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     deletePolicy: {
@@ -10799,6 +11591,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10901,6 +11704,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getProposal: {
@@ -10967,6 +11781,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11063,6 +11888,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listComments: {
@@ -11141,6 +11977,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11242,6 +12089,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listProposalImpact: {
@@ -11322,6 +12180,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11431,6 +12300,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     snoozeProposal: {
@@ -11534,6 +12414,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getScimToken: {
@@ -11598,6 +12489,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11675,6 +12577,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     revokeScimToken: {
@@ -11738,6 +12651,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11808,6 +12732,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11906,9 +12841,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not-configured`: the deployment lacks the configuration this operation needs. */
+            /** @description `not-configured`: the deployment lacks the configuration this operation needs; or `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full), nothing was changed, and `Retry-After` says when to retry. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12017,6 +12954,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     releaseSsoDomain: {
@@ -12082,6 +13030,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12178,6 +13137,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     paymentsWebhook: {
@@ -12232,9 +13202,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `not-configured`: the deployment lacks the configuration this operation needs. */
+            /** @description `not-configured`: the deployment lacks the configuration this operation needs; or `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full), nothing was changed, and `Retry-After` says when to retry. */
             503: {
                 headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

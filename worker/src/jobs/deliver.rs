@@ -350,6 +350,11 @@ async fn record(
     }
     txn.commit().await?;
     if moved {
+        platform::metrics::metrics().delivery(match next {
+            Next::Delivered => "delivered",
+            Next::RetryAt(_) => "retry",
+            Next::Failed => "failed",
+        });
         tracing::info!(
             delivery = %DeliveryId::from(delivery.id),
             attempt = attempts,

@@ -8,7 +8,9 @@
 //! 300 s old is refused anyway, so no event can come back once its record is gone. A `pending`
 //! changelog with no fetch coming is queued again (`domain::intel::cache::requeue_stranded`).
 //! Emailed-link sends older than an hour are forgotten (`domain::email_limits`: the longest
-//! window they are counted in).
+//! window they are counted in). Notification events and deliveries, host events, audit events
+//! and finished host jobs older than their retention (decisions §23, `RETENTION_*_DAYS`) are
+//! deleted in small batches, never a record still needed (`domain::retention`).
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
@@ -87,6 +89,7 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
     };
     let changelogs = domain::intel::cache::requeue_stranded(&deps.db, now).await?;
     let email_sends = domain::email_limits::forget_before(&deps.db.orm, now).await?;
+    let pruned = domain::retention::prune(&deps.db, deps.config.retention, now).await?;
     tracing::info!(
         hour = %job.hour,
         jobs,
@@ -95,6 +98,11 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
         payment_events,
         changelogs,
         email_sends,
+        notification_deliveries = pruned.notification_deliveries,
+        notification_events = pruned.notification_events,
+        host_events = pruned.host_events,
+        audit_events = pruned.audit_events,
+        host_jobs = pruned.host_jobs,
         "housekeeping done"
     );
     Ok(())

@@ -248,6 +248,10 @@ impl ScimError {
                 retry_after_s: Some(*retry_after_s),
                 ..Self::new(status, None, detail)
             },
+            ApiError::ServiceUnavailable(_) => ScimError {
+                retry_after_s: Some(crate::http::error::SERVICE_RETRY_AFTER_S),
+                ..Self::new(status, None, detail)
+            },
             _ => Self::new(status, None, detail),
         }
     }
@@ -255,7 +259,7 @@ impl ScimError {
 
 impl From<sea_orm::DbErr> for ScimError {
     fn from(err: sea_orm::DbErr) -> Self {
-        ScimError::internal(err.into())
+        ApiError::from(err).into()
     }
 }
 
@@ -363,7 +367,10 @@ const ERROR_ANSWERS: [(u16, &str); 9] = [
         "SCIM error: over the organization's request limit; `Retry-After` says when to retry.",
     ),
     (500, "SCIM error: an unexpected failure."),
-    (503, "SCIM error: the service is not ready."),
+    (
+        503,
+        "SCIM error: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed, and `Retry-After` says when to retry.",
+    ),
 ];
 
 impl ApiResponse for ScimErrors {
@@ -371,7 +378,6 @@ impl ApiResponse for ScimErrors {
         MetaResponses {
             responses: ERROR_ANSWERS
                 .iter()
-                .filter(|(status, _)| *status != 503)
                 .map(|&(status, description)| MetaResponse {
                     description,
                     status: Some(status),
