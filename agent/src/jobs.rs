@@ -1,7 +1,9 @@
 //! Applying a job (decisions §19): exactly the versions it names, never a held package, never
 //! more than the host's permissions allow, non-interactively with configuration files kept;
 //! the result carries the package manager's output (its last 64 KiB). A reboot follows only
-//! when the job allows it, the host's `reboot` permission is set and the host needs one.
+//! when the job allows it, the host's `reboot` permission is set and the host needs one. A
+//! `reboot` job (decisions §20: the reboot the organization's reboot budget held back from an
+//! earlier job) changes no package: it reboots under the same three conditions.
 //!
 //! Before the package manager runs, the job is written down as running; if the agent finds it
 //! so at its next start (it was stopped mid-job), [`recover`] works out the outcome from the
@@ -24,6 +26,8 @@ use crate::{
 const JOB_LIMIT: Duration = Duration::from_secs(2 * 60 * 60);
 /// The job kind this agent applies.
 pub const APPLY_UPDATES: &str = "apply_updates";
+/// The job kind of a reboot on its own.
+pub const REBOOT: &str = "reboot";
 
 /// Everything a job needs.
 pub struct Applier<'a> {
@@ -99,11 +103,17 @@ impl Applier<'_> {
             job.proposal_number,
             job.proposal_id
         ));
+        if job.kind == REBOOT {
+            // Nothing to install: the reboot, if the job allows it, the host needs it and its
+            // configuration permits it (the result is reported after the reboot).
+            return Ok(self.finished(log, job, JobStatus::Succeeded).await);
+        }
         if job.kind != APPLY_UPDATES {
             return Ok(failed(
                 log,
                 &format!(
-                    "this agent does not run {:?} jobs (it runs {APPLY_UPDATES}); nothing was changed",
+                    "this agent does not run {:?} jobs (it runs {APPLY_UPDATES} and {REBOOT}); \
+                     nothing was changed",
                     job.kind
                 ),
             ));

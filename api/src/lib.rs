@@ -43,6 +43,7 @@ pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + 
         (
             fleet::inventory::InventoryApi,
             proposals::preview::PolicyPreviewApi,
+            proposals::rollouts::RolloutsApi,
             proposals::mentions::MentionsApi,
             proposals::impact::ImpactApi,
             notifications::channels::ChannelsApi,

@@ -21,4 +21,4 @@ pub mod sso;
 pub mod status;
 pub mod window;
 
-pub use status::{Decision, HostJobStatus, HostStatus, ProposalStatus};
+pub use status::{Decision, HostJobStatus, HostStatus, ProposalStatus, RolloutState};

@@ -167,18 +167,37 @@ pass_through_enum! {
 
 pass_through_enum! {
     /// A host job's status: created `pending`, `dispatched` once its agent fetched it, then
-    /// what the agent reported.
+    /// what the agent reported; `cancelled` when it was withdrawn before it ran (its host left
+    /// the proposal: decommissioned, or no longer needing the change).
     HostJobStatus {
         Pending => "pending",
         Dispatched => "dispatched",
         Succeeded => "succeeded",
         Failed => "failed",
+        Cancelled => "cancelled",
     }
 }
 
 impl HostJobStatus {
     /// Statuses of a job its agent has not reported on yet.
     pub const UNFINISHED: [HostJobStatus; 2] = [HostJobStatus::Pending, HostJobStatus::Dispatched];
+}
+
+pass_through_enum! {
+    /// Where a proposal's rollout is (decisions §20).
+    RolloutState {
+        /// Its next wave waits: for the proposal's window to open (scheduled), or, its wave
+        /// done and soaked, for the window of a window-bound policy.
+        Waiting => "waiting",
+        /// Its current wave's hosts are getting their jobs.
+        Running => "running",
+        /// Its current wave is done; the soak time runs.
+        Soaking => "soaking",
+        /// No new jobs until someone resumes it.
+        Halted => "halted",
+        /// Every wave is done.
+        Done => "done",
+    }
 }
 
 pass_through_enum! {

@@ -1,4 +1,5 @@
-//! A job (`job_`) for one host's agent: the changes of an approved proposal to apply.
+//! A job (`job_`) for one host's agent: the changes of an approved proposal to apply, or the
+//! reboot the organization's reboot budget held back.
 
 use sea_orm::entity::prelude::*;
 
@@ -12,17 +13,19 @@ pub struct Model {
     pub org_id: Uuid,
     pub host_id: Uuid,
     pub proposal_id: Option<Uuid>,
-    /// apply_updates or dist_upgrade.
+    /// apply_updates, dist_upgrade or reboot.
     pub kind: String,
     /// What the agent is asked to do.
     pub payload: JsonText<JobPayload>,
-    /// pending, dispatched, succeeded or failed.
+    /// pending, dispatched, succeeded, failed or cancelled.
     pub status: String,
     pub log: Option<String>,
     pub rebooted: Option<bool>,
     pub created_at: DateTimeUtc,
     pub dispatched_at: Option<DateTimeUtc>,
     pub finished_at: Option<DateTimeUtc>,
+    /// The rollout wave of its proposal it belongs to.
+    pub wave: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -57,6 +57,10 @@ pub struct Model {
     /// Counts the changes of the host's `host_updates` rows: the check-in that writes them adds
     /// one, so what was read of them at a count is still what they hold while it stands.
     pub updates_seq: i64,
+    /// The host holds one of its organization's reboot slots until then at most (decisions §20).
+    pub reboot_slot_until: Option<DateTimeUtc>,
+    /// The job that took the slot; NULL once its result is in, so the next check-in frees it.
+    pub reboot_slot_job: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

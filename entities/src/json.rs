@@ -20,6 +20,8 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
+pub use crate::json_rollout::{Amount, PlannedWave, RolloutSpec, WaveSpec};
+
 /// A TEXT column holding the JSON of a `T`, kept as stored.
 pub struct JsonText<T> {
     text: String,
@@ -336,6 +338,10 @@ pub struct JobPayload {
     pub release_upgrade: Option<ReleaseUpgrade>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowSpec>,
+    /// The reboot this job was allowed before the organization's reboot budget held it back
+    /// (`reboot` then says `never`): a separate `reboot` job follows its success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_reboot: Option<String>,
 }
 
 /// What sign-up asked for, kept with its token until verified (`email_tokens.payload`).

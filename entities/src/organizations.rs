@@ -16,6 +16,8 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// The last proposal number handed out (numbers are per organization and gap-free).
     pub proposal_seq: i64,
+    /// At most this many hosts reboot at once (decisions §20); NULL: no limit.
+    pub max_concurrent_reboots: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -3,7 +3,7 @@
 use platform::window::WindowSpec;
 use sea_orm::entity::prelude::*;
 
-use crate::json::JsonText;
+use crate::json::{JsonText, RolloutSpec};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "policies")]
@@ -27,6 +27,8 @@ pub struct Model {
     /// all or security.
     pub updates: String,
     pub min_severity: Option<String>,
+    /// How approved changes go out (decisions §20); NULL: one wave of every host.
+    pub rollout: Option<JsonText<RolloutSpec>>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

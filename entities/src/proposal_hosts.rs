@@ -16,6 +16,8 @@ pub struct Model {
     /// What the changes would do to the host, as its agent said (decisions §21); `None` for a
     /// release upgrade and for rows written before impacts were kept: unknown.
     pub impact: Option<JsonText<HostImpact>>,
+    /// The rollout wave it is in (0-based), once the proposal has gone ahead.
+    pub wave: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,8 +1,8 @@
-//! An update proposal (`prp_`). The rules it was opened under (required approvals, apply, window, reboot, auto-merge, policy version) are copied onto it, so a later policy change does not move an open proposal.
+//! An update proposal (`prp_`). The rules it was opened under (required approvals, apply, window, reboot, auto-merge, rollout, policy version) are copied onto it, so a later policy change does not move an open proposal.
 
 use sea_orm::entity::prelude::*;
 
-use crate::json::{JsonText, ProposalWindow, ReleaseUpgrade};
+use crate::json::{JsonText, ProposalWindow, ReleaseUpgrade, RolloutSpec};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "proposals")]
@@ -37,6 +37,8 @@ pub struct Model {
     pub scheduled_for: Option<DateTimeUtc>,
     pub snoozed_until: Option<DateTimeUtc>,
     pub superseded_by: Option<Uuid>,
+    /// The policy's rollout as it was when the proposal opened; NULL: one wave of every host.
+    pub rollout: Option<JsonText<RolloutSpec>>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -23,6 +23,7 @@ mod m20261127_000100_host_update_impact;
 mod m20261127_000200_trust_boundaries;
 mod m20261128_000100_proposal_impact;
 mod m20261128_000200_retention_indexes;
+mod m20261128_003100_rollouts;
 
 pub struct Migrator;
 
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000200_trust_boundaries::Migration),
             Box::new(m20261128_000100_proposal_impact::Migration),
             Box::new(m20261128_000200_retention_indexes::Migration),
+            Box::new(m20261128_003100_rollouts::Migration),
         ]
     }
 }

@@ -117,8 +117,9 @@ impl Scheduler {
                 .await?;
             self.queued("report", &day).await;
         }
-        // Proposals whose window opened or whose snooze ran out: one cheap indexed query a
-        // second, and a job (keyed by the second) only when something is due.
+        // Proposals whose window opened or whose snooze ran out, rollouts whose soak ended or
+        // whose window opened: cheap indexed queries a second, and a job (keyed by the second)
+        // only when something is due.
         let second = now.with_nanosecond(0).unwrap_or(now).to_rfc3339();
         if self.begins("timers", &second).await && self.timers_due(now).await? {
             self.queue
@@ -223,8 +224,15 @@ impl Scheduler {
         Ok(queued)
     }
 
-    /// Whether a scheduled proposal's window has opened or a snooze has run out by `now`.
+    /// Whether a scheduled proposal's window has opened, a snooze has run out, or a rollout's
+    /// soak has ended or its window opened by `now`.
     async fn timers_due(&self, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        if !domain::proposals::rollout::store::due(&self.db.orm, now, 1)
+            .await?
+            .is_empty()
+        {
+            return Ok(true);
+        }
         use domain::ProposalStatus;
         use entities::proposals::{Column, Entity};
         use sea_orm::{ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter};

@@ -134,6 +134,7 @@ impl TestApp {
             sso_enforced: Set(false),
             created_at: Set(self.state.clock.now()),
             proposal_seq: Set(0),
+            max_concurrent_reboots: Set(None),
         }
         .insert(&self.state.db.orm)
         .await
@@ -312,6 +313,8 @@ impl TestApp {
             updated_at: Set(now),
             release_upgrade: Set(None),
             updates_seq: Set(0),
+            reboot_slot_until: Set(None),
+            reboot_slot_job: Set(None),
         }
         .insert(db)
         .await

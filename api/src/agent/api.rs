@@ -224,6 +224,15 @@ impl AgentApi {
     /// inventory is sent (even one the host reported before). Facts naming another host's
     /// `machine_id` are 403 `forbidden`.
     ///
+    /// `jobs` (decisions §20): jobs handed out before and not reported yet, again; a new job
+    /// only for a host of its proposal's current wave, while the rollout is not halted and
+    /// fewer than its `max_in_flight` jobs are out; a job that may reboot only while fewer than
+    /// the organization's `max_concurrent_reboots` hosts are rebooting (a host over the budget
+    /// gets its job with `reboot: never` now and a separate `reboot` job when a slot frees). A
+    /// host is rebooting from such a job handed out until its first check-in after the job's
+    /// result, at most 30 minutes. A job whose host no longer reports any of its packages as
+    /// upgradable is withdrawn (`cancelled`: the host left the proposal) instead.
+    ///
     /// What people are shown is bounded (400 `invalid-request` naming the field): facts,
     /// package and update fields, advisory ids, sources, severities and CVEs at most 255
     /// characters, advisory titles 1,000, advisory `url` at most 2,048 and only `https` (no
@@ -282,6 +291,11 @@ impl AgentApi {
             next.last_seen_at = Some(now);
             next.status = domain::HostStatus::Online.to_string();
         }
+        // The first check-in after the result of a job that took a reboot slot frees it.
+        if domain::proposals::dispatch::frees_reboot_slot(&host, now) {
+            next.reboot_slot_until = None;
+            next.reboot_slot_job = None;
+        }
         let gap = store::after_gap(&host, now);
         // Every check-in records its UTC day, so one earlier today already did (and a new day
         // is always a touch, so the next check-in knows).
@@ -331,7 +345,7 @@ impl AgentApi {
             if new_day {
                 store::record_day(&txn, &next, now).await?;
             }
-            let jobs = super::jobs::dispatch(&txn, scope, host.id, now).await?;
+            let jobs = super::jobs::dispatch(&txn, &next, now).await?;
             txn.commit().await?;
             jobs
         } else {
@@ -339,7 +353,10 @@ impl AgentApi {
             // `last_seen_at` once a minute), each statement its own transaction.
             store::write_host(state.db.writer(), scope, &host, &next).await?;
             if jobs_waiting {
-                super::jobs::dispatch(state.db.writer(), scope, host.id, now).await?
+                let txn = state.db.begin_write().await?;
+                let jobs = super::jobs::dispatch(&txn, &next, now).await?;
+                txn.commit().await?;
+                jobs
             } else {
                 Vec::new()
             }

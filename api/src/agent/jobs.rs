@@ -1,21 +1,15 @@
-//! Host jobs: an approved proposal becomes one job per host, handed to the agent in its
-//! check-in answer, and the agent reports the result. When every job of a proposal has
-//! reported, the proposal is `applied`, `partially_applied` or `failed`.
+//! Host jobs: an approved proposal becomes one job per host of each wave as the wave begins,
+//! handed to the agent in its check-in answer, and the agent reports the result. Each result
+//! is judged by the rollout's rule (decisions §20: promote, halt); when every wave is done the
+//! proposal is `applied`, `partially_applied` or `failed`.
 
 use chrono::{DateTime, Utc};
-use domain::{
-    HostJobStatus,
-    proposals::{JobPayload, begin_applying, settle},
-};
+use domain::{HostJobStatus, proposals::JobPayload};
 use entities::{host_jobs, hosts};
 use platform::ids::{HostId, HostJobId, ProposalId};
 use poem_openapi::{ApiResponse, OpenApi, param::Path};
 use protocol::wire::{Job, JobChange, JobResult, JobStatus};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, QuerySelect,
-    Set, sea_query::Expr,
-};
-use uuid::Uuid;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter, Set};
 
 use super::{limits::HostRateLimited, signed::Signed};
 use crate::{
@@ -29,8 +23,6 @@ use crate::{
 
 /// The longest log kept per job; a longer one keeps its last part.
 pub const MAX_LOG_BYTES: usize = protocol::wire::MAX_LOG_BYTES;
-/// Most jobs one check-in answer carries.
-const MAX_JOBS_PER_CHECK_IN: u64 = 20;
 
 fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
     let release_upgrade = payload
@@ -58,57 +50,19 @@ fn job_view(row: &host_jobs::Model, payload: JobPayload) -> Result<Job, DbErr> {
     })
 }
 
-/// The host's jobs not yet reported, oldest first; pending ones become `dispatched` and their
-/// proposals `applying`. A job already dispatched is handed out again until it reports, so an
-/// agent that lost an answer still gets its work. A job whose stored payload cannot be read
-/// is neither handed out nor dispatched (logged): the agent is never told to do something
-/// other than what was approved, and its check-in still succeeds.
+/// The host's jobs for this check-in (the rule is `domain::proposals::dispatch`: jobs handed
+/// out before until they report, pending ones as the rollout and the reboot budget allow), as
+/// the agent protocol carries them. Runs in the check-in's write transaction.
 pub async fn dispatch<C: ConnectionTrait>(
     txn: &C,
-    scope: OrgScope,
-    host_id: Uuid,
+    host: &hosts::Model,
     now: DateTime<Utc>,
 ) -> Result<Vec<Job>, DbErr> {
-    let rows = scope
-        .rows::<host_jobs::Entity>()
-        .filter(host_jobs::Column::HostId.eq(host_id))
-        .filter(host_jobs::Column::Status.is_in(HostJobStatus::UNFINISHED))
-        .order_by_asc(host_jobs::Column::Id)
-        .limit(MAX_JOBS_PER_CHECK_IN)
-        .all(txn)
-        .await?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    for row in rows {
-        let payload = match row.payload.read() {
-            Ok(payload) => payload,
-            Err(err) => {
-                tracing::error!(
-                    job_id = %HostJobId::from(row.id),
-                    error = %err,
-                    "a host job's stored payload cannot be read: it is not handed out"
-                );
-                continue;
-            }
-        };
-        if HostJobStatus::from(row.status.as_str()) == HostJobStatus::Pending {
-            scope
-                .update_rows::<host_jobs::Entity>()
-                .col_expr(
-                    host_jobs::Column::Status,
-                    Expr::value(HostJobStatus::Dispatched),
-                )
-                .col_expr(host_jobs::Column::DispatchedAt, Expr::value(Some(now)))
-                .filter(host_jobs::Column::Id.eq(row.id))
-                .filter(host_jobs::Column::Status.eq(HostJobStatus::Pending))
-                .exec(txn)
-                .await?;
-            if let Some(proposal_id) = row.proposal_id {
-                begin_applying(txn, proposal_id, now).await?;
-            }
-        }
-        jobs.push(job_view(&row, payload)?);
-    }
-    Ok(jobs)
+    domain::proposals::dispatch::dispatch(txn, host, now)
+        .await?
+        .into_iter()
+        .map(|handed| job_view(&handed.job, handed.payload))
+        .collect()
 }
 
 #[derive(ApiResponse)]
@@ -134,10 +88,13 @@ pub struct AgentJobsApi;
 #[OpenApi(tag = "Tag::Agent")]
 impl AgentJobsApi {
     /// Report a job's result (signed like every agent call). The host's event list gains a
-    /// `job_ran` event; when every job of the proposal has reported, the proposal becomes
-    /// `applied` (all succeeded), `failed` (none did) or `partially_applied`. A job of another
-    /// host is 404; reporting a different status for a job already reported is 409
-    /// `invalid-state`.
+    /// `job_ran` event, and the proposal's rollout is judged (decisions §20): failed results
+    /// reaching `halt_after_failures` halt it (`proposal.halted`); the wave's last result
+    /// promotes the next wave at once when it needs no soak and no window. A job of a change
+    /// whose reboot the reboot budget held back is followed by a `reboot` job. When every wave
+    /// is done the proposal becomes `applied` (every host succeeded), `failed` (none did) or
+    /// `partially_applied`. A job of another host is 404; reporting a different status for a
+    /// job already reported (or withdrawn: `cancelled`) is 409 `invalid-state`.
     #[oai(
         path = "/v1/agent/jobs/:job_id/result",
         method = "post",
@@ -168,6 +125,8 @@ impl AgentJobsApi {
             JobStatus::Failed => HostJobStatus::Failed,
         };
         let txn = state.db.begin_write().await?;
+        // The host's row first, as a check-in takes it (the rollout's row comes after).
+        domain::proposals::dispatch::take_host(&txn, host.id).await?;
         let job = scope
             .row(*job_id)
             .filter(host_jobs::Column::HostId.eq(host.id))
@@ -209,9 +168,7 @@ impl AgentJobsApi {
             )
             .await?;
         }
-        if let Some(proposal_id) = job.proposal_id {
-            settle(&txn, proposal_id, now).await?;
-        }
+        domain::proposals::rollout::after_result(&txn, &job, &status, now).await?;
         txn.commit().await?;
         if job.proposal_id.is_some() {
             crate::notifications::kick(&state, OrgScope::of(job.org_id)).await;

@@ -733,7 +733,10 @@ impl HostsApi {
     }
 
     /// Decommission a host: every key it was certified for is revoked at once and it stops
-    /// counting for billing; enrolling the machine again binds it to a new key. An already decommissioned host is 409 `invalid-state`.
+    /// counting for billing; enrolling the machine again binds it to a new key. Its jobs not
+    /// reported yet are withdrawn (`cancelled`): it leaves the proposals going ahead, whose
+    /// waves may be done without it (decisions §20). An already decommissioned host is 409
+    /// `invalid-state`.
     #[oai(
         path = "/v1/orgs/:org/hosts/:host_id/decommission",
         method = "post",
@@ -768,6 +771,14 @@ impl HostsApi {
         // Every key at once, pending renewals included: should the machine come back, only an
         // enrolment with a new key admits it again.
         crate::agent::store::revoke_keys(&txn, scope, host.id, now).await?;
+        // It leaves every proposal it had jobs in: their rollouts may move on without it.
+        domain::proposals::rollout::host_left(
+            &txn,
+            host.id,
+            domain::proposals::host_jobs::LEFT_DECOMMISSIONED,
+            now,
+        )
+        .await?;
         record_event(&txn, &updated, "decommissioned", None, now).await?;
         Entry::new("host.decommissioned")
             .org(org.org_id())

@@ -417,6 +417,7 @@ impl AuthApi {
             sso_enforced: Set(false),
             created_at: Set(now),
             proposal_seq: Set(0),
+            max_concurrent_reboots: Set(None),
         }
         .insert(&txn)
         .await

@@ -98,6 +98,10 @@ pub enum Right {
     IdentityProvider,
     /// Billing, billing usage, plan changes, deleting the organization.
     Billing,
+    /// Halt and resume a rollout (decisions §20).
+    Rollouts,
+    /// The organization's settings (`max_concurrent_reboots`, decisions §20).
+    OrgSettings,
     /// One's own digest setting.
     OwnSettings,
 }
@@ -106,8 +110,8 @@ impl Right {
     pub fn minimum_role(self) -> Role {
         match self {
             Right::ReadFleet | Right::OwnSettings => Role::Viewer,
-            Right::Discuss | Right::Operate => Role::Operator,
-            Right::Manage | Right::Administer => Role::Admin,
+            Right::Discuss | Right::Operate | Right::Rollouts => Role::Operator,
+            Right::Manage | Right::Administer | Right::OrgSettings => Role::Admin,
             Right::IdentityProvider | Right::Billing => Role::Owner,
         }
     }
@@ -150,6 +154,16 @@ requirement!(
     /// Decide proposals, edit hosts, manage groups: operator and above.
     Operate, Right::Operate, true,
     "The organization's slug. Requires role `operator` or above."
+);
+requirement!(
+    /// Halt and resume a rollout: operator and above.
+    Rollouts, Right::Rollouts, true,
+    "The organization's slug. Requires role `operator` or above."
+);
+requirement!(
+    /// The organization's settings: admin and above.
+    OrgSettings, Right::OrgSettings, true,
+    "The organization's slug. Requires role `admin` or above."
 );
 requirement!(
     /// Enrollment tokens, policies, notification channels: admin and above.
@@ -195,7 +209,7 @@ mod tests {
     use super::*;
 
     /// Decisions §4, row by row: (right, owner, admin, operator, viewer).
-    const MATRIX: [(Right, [bool; 4]); 8] = [
+    const MATRIX: [(Right, [bool; 4]); 10] = [
         (Right::ReadFleet, [true, true, true, true]),
         (Right::Discuss, [true, true, true, false]),
         (Right::Operate, [true, true, true, false]),
@@ -203,6 +217,8 @@ mod tests {
         (Right::Administer, [true, true, false, false]),
         (Right::IdentityProvider, [true, false, false, false]),
         (Right::Billing, [true, false, false, false]),
+        (Right::Rollouts, [true, true, true, false]),
+        (Right::OrgSettings, [true, true, false, false]),
         (Right::OwnSettings, [true, true, true, true]),
     ];
 

@@ -73,6 +73,10 @@ pub enum EventType {
     ProposalApplied,
     #[oai(rename = "proposal.failed")]
     ProposalFailed,
+    /// A rollout halted (decisions §20): its failure budget was reached, a wave's results fell
+    /// below its `success_percent`, or someone halted it. PagerDuty: a `trigger`.
+    #[oai(rename = "proposal.halted")]
+    ProposalHalted,
     #[oai(rename = "host.enrolled")]
     HostEnrolled,
     #[oai(rename = "host.offline")]
@@ -89,6 +93,7 @@ impl From<EventType> for EventKind {
             EventType::ProposalScheduled => EventKind::ProposalScheduled,
             EventType::ProposalApplied => EventKind::ProposalApplied,
             EventType::ProposalFailed => EventKind::ProposalFailed,
+            EventType::ProposalHalted => EventKind::ProposalHalted,
             EventType::HostEnrolled => EventKind::HostEnrolled,
             EventType::HostOffline => EventKind::HostOffline,
             EventType::AdvisoryKnownExploited => EventKind::AdvisoryKnownExploited,

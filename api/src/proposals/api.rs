@@ -343,6 +343,10 @@ pub struct Target {
     pub display_name: Option<String>,
     /// What the proposal's changes would do to this host (decisions §21).
     pub impact: HostImpactView,
+    /// The rollout wave the host is in (0-based, into `rollout.waves`); null until the proposal
+    /// goes ahead (decisions §20).
+    #[oai(nullable)]
+    pub wave: Option<u32>,
 }
 
 /// A proposal in full.
@@ -416,6 +420,11 @@ pub struct ProposalDetail {
     /// `apply_updates`); empty when it would pass, and for a proposal that is no longer open
     /// or snoozed.
     pub preflight: Vec<String>,
+    /// How it goes out (decisions §20): its waves and where each stands, once it has gone
+    /// ahead (approved or scheduled); absent before. A proposal whose policy had no rollout
+    /// goes out as one wave, `rest`, of every host.
+    #[oai(skip_serializing_if_is_none)]
+    pub rollout: Option<super::rollouts::ProposalRollout>,
 }
 
 impl From<json::Release> for ProposalRelease {
@@ -577,10 +586,12 @@ async fn detail<C: ConnectionTrait>(
         })
         .collect();
 
-    let target_rows: Vec<(Uuid, Option<JsonText<HostImpact>>)> = proposal_hosts::Entity::rows()
-        .select_only()
-        .column(proposal_hosts::Column::HostId)
-        .column(proposal_hosts::Column::Impact)
+    let target_rows: Vec<(Uuid, Option<JsonText<HostImpact>>, Option<i32>)> =
+        proposal_hosts::Entity::rows()
+            .select_only()
+            .column(proposal_hosts::Column::HostId)
+            .column(proposal_hosts::Column::Impact)
+            .column(proposal_hosts::Column::Wave)
         .filter(proposal_hosts::Column::ProposalId.eq(p.id))
         .order_by_asc(proposal_hosts::Column::HostId)
         .limit(MAX_TARGETS + 1)
@@ -589,11 +600,13 @@ async fn detail<C: ConnectionTrait>(
         .await?;
     let targets_complete = target_rows.len() as u64 <= MAX_TARGETS;
     let mut impacts: HashMap<Uuid, Option<JsonText<HostImpact>>> = HashMap::new();
+    let mut waves: HashMap<Uuid, Option<i32>> = HashMap::new();
     let listed: Vec<Uuid> = target_rows
         .into_iter()
         .take(MAX_TARGETS as usize)
-        .map(|(id, impact)| {
+        .map(|(id, impact, wave)| {
             impacts.insert(id, impact);
+            waves.insert(id, wave);
             id
         })
         .collect();
@@ -621,10 +634,18 @@ async fn detail<C: ConnectionTrait>(
                 hostname,
                 display_name,
                 impact: HostImpactView::of(impacts.get(&id).and_then(Option::as_ref)),
+                wave: waves
+                    .get(&id)
+                    .copied()
+                    .flatten()
+                    .and_then(|w| u32::try_from(w).ok()),
             })
         })
         .collect();
     let (impact, warnings) = super::impact::summary(db, &p).await?;
+    let rollout = domain::proposals::rollout::view(db, p.id)
+        .await?
+        .map(|(row, waves)| super::rollouts::view(&row, waves));
 
     Ok(ProposalDetail {
         id: ProposalId::from(p.id),
@@ -663,6 +684,7 @@ async fn detail<C: ConnectionTrait>(
         impact,
         warnings,
         preflight,
+        rollout,
     })
 }
 
@@ -797,8 +819,9 @@ impl ProposalsApi {
     }
 
     /// A proposal in full: its changes grouped by package and both versions, with advisories;
-    /// who decided what; what approving would do to its hosts (`impact`, `warnings`); and up
-    /// to 100 of its hosts, each with its own impact.
+    /// who decided what; what approving would do to its hosts (`impact`, `warnings`); up to
+    /// 100 of its hosts, each with its own impact and rollout wave; and, once it has gone
+    /// ahead, its rollout (decisions §20).
     #[oai(
         path = "/v1/orgs/:org/proposals/:proposal_id",
         method = "get",

@@ -7,3 +7,4 @@ pub mod impact;
 pub mod mentions;
 pub mod policies;
 pub mod preview;
+pub mod rollouts;

@@ -6,9 +6,15 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use domain::ProposalStatus;
-use entities::{groups, json::JsonText, policies, proposals};
+use entities::{
+    groups,
+    json::{JsonText, RolloutSpec},
+    policies, proposals,
+};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, QuerySelect, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
+};
 use uuid::Uuid;
 
 use crate::{
@@ -23,6 +29,7 @@ use crate::{
     http::text::{Name, Text},
     identity::audit::Entry,
     identity::roles::{Manage, ReadFleet},
+    proposals::rollouts::{RolloutBody, RolloutView},
 };
 use platform::{
     ids::{GroupId, PolicyId},
@@ -154,6 +161,11 @@ pub struct PolicyBody {
     /// Propose only updates with an advisory at least this severe (unrated updates are left
     /// out). Release upgrades are proposed only when `updates` is `all` without a minimum.
     pub min_severity: Option<Severity>,
+    /// How approved changes go out (decisions §20); absent: every host at once (one wave,
+    /// `rest`). Checked as written (sizes of at least 1 host or 1–100 %, selectors that parse,
+    /// distinct wave names) and against the hosts the scope covers now: more waves than hosts
+    /// is 400 `invalid-request`.
+    pub rollout: Option<RolloutBody>,
 }
 
 #[derive(Object)]
@@ -227,6 +239,9 @@ pub struct Policy {
     pub updates: Coverage,
     #[oai(nullable)]
     pub min_severity: Option<Severity>,
+    /// How approved changes go out, its defaults filled in; null: every host at once.
+    #[oai(nullable)]
+    pub rollout: Option<RolloutView>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -257,6 +272,7 @@ struct Valid {
     auto_merge: bool,
     updates: &'static str,
     min_severity: Option<&'static str>,
+    rollout: Option<JsonText<RolloutSpec>>,
 }
 
 async fn validate<C: ConnectionTrait>(
@@ -322,6 +338,27 @@ async fn validate<C: ConnectionTrait>(
     if window.is_none() && body.reboot == Reboot::InWindow {
         return Err(ApiError::invalid("reboot in_window needs a window"));
     }
+    let rollout = match &body.rollout {
+        None => None,
+        Some(rollout) => {
+            let spec = rollout.spec()?;
+            let parsed = selector
+                .as_deref()
+                .map(Selector::parse)
+                .transpose()
+                .map_err(|e| ApiError::invalid(format!("scope.selector: {e}")))?;
+            let covered = super::preview::covered(
+                scope,
+                &groups_wanted.iter().copied().collect::<Vec<_>>(),
+                parsed.as_ref(),
+            )
+            .count(db)
+            .await?;
+            domain::proposals::rollout::rule::fits(&spec, covered)
+                .map_err(|e| ApiError::invalid(e.to_string()))?;
+            Some(JsonText::new(&spec)?)
+        }
+    };
     Ok(Valid {
         name,
         groups: groups_wanted.into_iter().collect(),
@@ -343,6 +380,7 @@ async fn validate<C: ConnectionTrait>(
             Coverage::Security => "security",
         },
         min_severity: body.min_severity.map(Severity::as_str),
+        rollout,
     })
 }
 
@@ -361,6 +399,12 @@ fn severity(text: &str) -> Option<Severity> {
 /// with no next opening.
 fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
     let groups = row.scope_groups.read()?;
+    let rollout = row
+        .rollout
+        .as_ref()
+        .map(JsonText::read)
+        .transpose()?
+        .map(RolloutView::from);
     let window = match &row.window {
         None => None,
         Some(column) => {
@@ -411,6 +455,7 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
             Coverage::All
         },
         min_severity: row.min_severity.as_deref().and_then(severity),
+        rollout,
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
@@ -442,7 +487,9 @@ impl PoliciesApi {
     /// Create a policy. Its proposals are computed in the background from the available
     /// updates of the hosts in its scope. A name in use is 409 `conflict`; a bad field (an
     /// unknown group, a malformed selector, an RRULE that never fires, an unknown time zone,
-    /// `asap_in_window` without a window) is 400 `invalid-request`.
+    /// `asap_in_window` without a window; a rollout wave of size 0, over 100 %, or neither a
+    /// count nor a percentage, a wave selector that does not parse, more waves than the hosts
+    /// the scope covers now) is 400 `invalid-request`, and nothing is stored.
     #[oai(
         path = "/v1/orgs/:org/policies",
         method = "post",
@@ -471,6 +518,7 @@ impl PoliciesApi {
             auto_merge: Set(valid.auto_merge),
             updates: Set(valid.updates.into()),
             min_severity: Set(valid.min_severity.map(Into::into)),
+            rollout: Set(valid.rollout),
             created_at: Set(now),
             updated_at: Set(now),
         }
@@ -562,6 +610,7 @@ impl PoliciesApi {
         changed.auto_merge = Set(valid.auto_merge);
         changed.updates = Set(valid.updates.into());
         changed.min_severity = Set(valid.min_severity.map(Into::into));
+        changed.rollout = Set(valid.rollout);
         changed.updated_at = Set(now);
         let row = changed
             .update(&txn)

@@ -1,18 +1,27 @@
 //! A policy previewed while it is written (decisions §22): how many live hosts its scope
-//! covers now, and when its window would next open. Nothing is stored.
+//! covers now, how many of them each rollout wave would take (decisions §20), and when its
+//! window would next open. Nothing is stored.
 
 use chrono::{DateTime, Utc};
-use entities::{group_hosts, groups, hosts};
+use entities::{
+    group_hosts, groups, hosts,
+    json::{JsonText, Labels},
+};
 use platform::{
     ids::GroupId,
     selector::Selector,
     window::{Window, WindowSpec},
 };
 use poem_openapi::{Object, OpenApi, payload::Json};
-use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter, QuerySelect, Select};
 use uuid::Uuid;
 
-use super::policies::{MAX_SCOPE_GROUPS, OPENINGS_SHOWN, Scope, WindowBody, openings};
+use super::{
+    policies::{MAX_SCOPE_GROUPS, OPENINGS_SHOWN, Scope, WindowBody, openings},
+    rollouts::RolloutBody,
+};
+use domain::proposals::rollout::rule::{self, Candidate};
+
 use crate::{
     AppState,
     http::access::org,
@@ -22,15 +31,25 @@ use crate::{
     identity::roles::ReadFleet,
 };
 
-/// A scope and window to preview, as a policy body writes them.
+/// A scope, window and rollout to preview, as a policy body writes them.
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
 pub struct PolicyPreviewBody {
     pub scope: Scope,
     pub window: Option<WindowBody>,
+    /// The rollout whose wave sizes to show for the hosts the scope covers now.
+    pub rollout: Option<RolloutBody>,
 }
 
-/// What a policy with this scope and window would cover now.
+/// How many of the hosts one wave would take.
+#[derive(Object)]
+pub struct WavePreview {
+    /// As written; `rest` for the hosts left after the last.
+    pub name: String,
+    pub hosts: u64,
+}
+
+/// What a policy with this scope, window and rollout would cover now.
 #[derive(Object)]
 pub struct PolicyPreview {
     /// Live (not decommissioned) hosts the scope covers now.
@@ -38,6 +57,33 @@ pub struct PolicyPreview {
     /// The window's next five openings after now (a rule without DTSTART counts from now, as
     /// it would for a policy created now), soonest first; empty without a window.
     pub openings: Vec<DateTime<Utc>>,
+    /// The rollout's waves with how many of those hosts each would take (canaries by their
+    /// selectors first, then by size), `rest` last when hosts are left; without a rollout one
+    /// wave, `rest`, of every host. A proposal's waves are cut from its own hosts (those that
+    /// need its change) when it goes ahead, so they may be smaller.
+    pub waves: Vec<WavePreview>,
+}
+
+/// The live hosts of the organization in one of `groups` (any host when none) that match
+/// `selector` (when given): the hosts a policy with that scope covers.
+pub fn covered(
+    scope: OrgScope,
+    groups: &[Uuid],
+    selector: Option<&Selector>,
+) -> Select<hosts::Entity> {
+    let mut query = scope
+        .rows::<hosts::Entity>()
+        .filter(hosts::Column::DecommissionedAt.is_null());
+    if !groups.is_empty() {
+        let members = group_hosts::Entity::column_of(group_hosts::Column::HostId)
+            .and_where(group_hosts::Column::GroupId.is_in(groups.iter().copied()))
+            .to_owned();
+        query = query.filter(hosts::Column::Id.in_subquery(members));
+    }
+    if let Some(selector) = selector {
+        query = query.filter(crate::fleet::hosts::selector_condition(scope, selector));
+    }
+    query
 }
 
 /// The scope's groups as ids of this organization; 400 for anything else.
@@ -77,11 +123,12 @@ pub struct PolicyPreviewApi;
 
 #[OpenApi(tag = "Tag::Policies")]
 impl PolicyPreviewApi {
-    /// Preview a policy's scope and window without saving anything: how many live hosts the
-    /// scope covers now (hosts in at least one of `scope.groups`, every host when none is
-    /// named, that also match `scope.selector`), and the window's next five openings. The
-    /// same checks as `createPolicy` apply to these two fields (400 `invalid-request`).
-    /// Every member may preview (it reads hosts and groups only).
+    /// Preview a policy's scope, window and rollout without saving anything: how many live
+    /// hosts the scope covers now (hosts in at least one of `scope.groups`, every host when
+    /// none is named, that also match `scope.selector`), the window's next five openings, and
+    /// how many of those hosts each rollout wave would take. The same checks as
+    /// `createPolicy` apply to these three fields (400 `invalid-request`, more waves than
+    /// hosts included). Every member may preview (it reads hosts and groups only).
     #[oai(
         path = "/v1/orgs/:org/policies/preview",
         method = "post",
@@ -96,27 +143,49 @@ impl PolicyPreviewApi {
         let scope = org.scope();
         let now = state.clock.now();
         let groups = scope_groups(&state, scope, &body.scope).await?;
-        let mut query = scope
-            .rows::<hosts::Entity>()
-            .filter(hosts::Column::DecommissionedAt.is_null());
-        if !groups.is_empty() {
-            let members = group_hosts::Entity::column_of(group_hosts::Column::HostId)
-                .and_where(group_hosts::Column::GroupId.is_in(groups))
-                .to_owned();
-            query = query.filter(hosts::Column::Id.in_subquery(members));
-        }
-        if let Some(text) = body
+        let selector = body
             .scope
             .selector
             .as_deref()
             .map(str::trim)
             .filter(|t| !t.is_empty())
-        {
-            let parsed = Selector::parse(text)
-                .map_err(|e| ApiError::invalid(format!("scope.selector: {e}")))?;
-            query = query.filter(crate::fleet::hosts::selector_condition(scope, &parsed));
+            .map(Selector::parse)
+            .transpose()
+            .map_err(|e| ApiError::invalid(format!("scope.selector: {e}")))?;
+        let query = covered(scope, &groups, selector.as_ref());
+        let hosts = query.clone().count(&state.db.orm).await?;
+        let spec = body.rollout.as_ref().map(RolloutBody::spec).transpose()?;
+        if let Some(spec) = &spec {
+            rule::fits(spec, hosts).map_err(|e| ApiError::invalid(e.to_string()))?;
         }
-        let hosts = query.count(&state.db.orm).await?;
+        let waves_named = spec.as_ref().map(|s| s.waves.clone()).unwrap_or_default();
+        let candidates: Vec<Candidate> = if waves_named.iter().any(|w| w.selector.is_some()) {
+            query
+                .select_only()
+                .column(hosts::Column::Id)
+                .column(hosts::Column::Labels)
+                .into_tuple::<(Uuid, JsonText<Labels>)>()
+                .all(&state.db.orm)
+                .await?
+                .into_iter()
+                .map(|(id, labels)| Candidate {
+                    id,
+                    labels: labels.read().ok(),
+                })
+                .collect()
+        } else {
+            // Without canaries the sizes depend on the count alone.
+            (0..hosts)
+                .map(|i| Candidate {
+                    id: Uuid::from_u128(u128::from(i)),
+                    labels: None,
+                })
+                .collect()
+        };
+        let waves = rule::preview(&waves_named, &candidates)
+            .into_iter()
+            .map(|(name, hosts)| WavePreview { name, hosts })
+            .collect();
         let openings = match &body.window {
             None => Vec::new(),
             Some(w) => {
@@ -128,6 +197,10 @@ impl PolicyPreviewApi {
                 openings(&window, now, OPENINGS_SHOWN)
             }
         };
-        Ok(Json(PolicyPreview { hosts, openings }))
+        Ok(Json(PolicyPreview {
+            hosts,
+            openings,
+            waves,
+        }))
     }
 }

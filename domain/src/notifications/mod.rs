@@ -25,6 +25,8 @@ pub enum EventKind {
     ProposalScheduled,
     ProposalApplied,
     ProposalFailed,
+    /// A rollout stopped handing out jobs (decisions §20).
+    ProposalHalted,
     HostEnrolled,
     HostOffline,
     AdvisoryKnownExploited,
@@ -33,12 +35,13 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind a channel's `events` filter may name.
-    pub const FILTERABLE: [EventKind; 8] = [
+    pub const FILTERABLE: [EventKind; 9] = [
         EventKind::ProposalOpened,
         EventKind::ProposalApproved,
         EventKind::ProposalScheduled,
         EventKind::ProposalApplied,
         EventKind::ProposalFailed,
+        EventKind::ProposalHalted,
         EventKind::HostEnrolled,
         EventKind::HostOffline,
         EventKind::AdvisoryKnownExploited,
@@ -51,6 +54,7 @@ impl EventKind {
             EventKind::ProposalScheduled => "proposal.scheduled",
             EventKind::ProposalApplied => "proposal.applied",
             EventKind::ProposalFailed => "proposal.failed",
+            EventKind::ProposalHalted => "proposal.halted",
             EventKind::HostEnrolled => "host.enrolled",
             EventKind::HostOffline => "host.offline",
             EventKind::AdvisoryKnownExploited => "advisory.known_exploited",

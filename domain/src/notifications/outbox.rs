@@ -55,6 +55,7 @@ pub fn proposal_event(action: &str) -> Option<EventKind> {
         "proposal.scheduled" => Some(EventKind::ProposalScheduled),
         "proposal.applied" => Some(EventKind::ProposalApplied),
         "proposal.failed" => Some(EventKind::ProposalFailed),
+        "proposal.halted" => Some(EventKind::ProposalHalted),
         _ => None,
     }
 }
@@ -118,13 +119,15 @@ pub async fn impact_data<C: ConnectionTrait>(
 
 /// Records `kind` about `proposal`, which has just taken `status`. `proposal.opened` carries
 /// the proposal's impact and warnings (decisions §21), so an approver is told what approving
-/// would do where they are told that it awaits them.
+/// would do where they are told that it awaits them; `extra` fields (a halted rollout's
+/// `rollout: {reason, wave, wave_name, by_hand}`) join the data.
 pub async fn proposal<C: ConnectionTrait>(
     txn: &C,
     proposal: &proposals::Model,
     kind: EventKind,
     status: &str,
     scheduled_for: Option<DateTime<Utc>>,
+    extra: Option<(&str, Value)>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let mut data = proposal_data(proposal, status, scheduled_for);
@@ -132,6 +135,9 @@ pub async fn proposal<C: ConnectionTrait>(
         let (impact, warnings) = impact_data(txn, proposal).await?;
         data["proposal"]["impact"] = impact;
         data["proposal"]["warnings"] = warnings;
+    }
+    if let Some((key, value)) = extra {
+        data[key] = value;
     }
     emit(
         txn,
@@ -181,7 +187,12 @@ mod tests {
             proposal_event("proposal.failed"),
             Some(EventKind::ProposalFailed)
         );
+        assert_eq!(
+            proposal_event("proposal.halted"),
+            Some(EventKind::ProposalHalted)
+        );
         assert_eq!(proposal_event("proposal.rejected"), None);
+        assert_eq!(proposal_event("proposal.resumed"), None);
         assert_eq!(proposal_event("proposal.superseded"), None);
     }
 }

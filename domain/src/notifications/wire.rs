@@ -142,6 +142,21 @@ pub fn summarize(event: &Event<'_>) -> Summary {
             "x",
             4,
         ),
+        EventKind::ProposalHalted => {
+            let reason = text_at(data, &["rollout", "reason"]).unwrap_or("halted by hand");
+            let wave = text_at(data, &["rollout", "wave_name"])
+                .map(|w| format!(" in wave {w}"))
+                .unwrap_or_default();
+            (
+                format!("Proposal {number} halted: {proposal_title}"),
+                format!(
+                    "Its rollout in {org} stopped handing out jobs{wave}: {reason}. Jobs already \
+                     handed out finish; resume it once it is safe."
+                ),
+                "octagonal_sign",
+                5,
+            )
+        }
         EventKind::HostEnrolled => (
             format!("Host {host} enrolled"),
             format!("{host} joined {org}."),
@@ -416,9 +431,10 @@ pub fn teams(summary: &Summary) -> Value {
     })
 }
 
-/// PagerDuty Events API v2: `trigger` for a failed proposal and a known-exploited advisory
-/// (severity error, critical), `resolve` when a proposal applies (the alert its failure or
-/// opening raised, by the same `dedup_key`), `trigger` with severity info for anything else.
+/// PagerDuty Events API v2: `trigger` for a failed proposal, a halted rollout and a
+/// known-exploited advisory (severity error, error, critical), `resolve` when a proposal
+/// applies (the alert its failure, halt or opening raised, by the same `dedup_key`), `trigger`
+/// with severity info for anything else.
 pub fn pagerduty(routing_key: &str, event: &Event<'_>, summary: &Summary) -> Value {
     let dedup_key = event.subject.unwrap_or(event.kind.as_str());
     if event.kind == EventKind::ProposalApplied {
@@ -429,7 +445,7 @@ pub fn pagerduty(routing_key: &str, event: &Event<'_>, summary: &Summary) -> Val
         });
     }
     let severity = match event.kind {
-        EventKind::ProposalFailed => "error",
+        EventKind::ProposalFailed | EventKind::ProposalHalted => "error",
         EventKind::AdvisoryKnownExploited => "critical",
         _ => "info",
     };

@@ -2,7 +2,7 @@
 //! change does not move an open proposal.
 
 use entities::{
-    json::{JsonText, ProposalWindow},
+    json::{JsonText, ProposalWindow, RolloutSpec},
     policies,
 };
 use uuid::Uuid;
@@ -22,6 +22,9 @@ pub struct Rules {
     pub window: Option<JsonText<ProposalWindow>>,
     pub reboot: String,
     pub auto_merge: bool,
+    /// The rollout as the policy stores it (copied as text: it is read when the proposal goes
+    /// ahead).
+    pub rollout: Option<JsonText<RolloutSpec>>,
 }
 
 impl Rules {
@@ -42,6 +45,7 @@ impl Rules {
             window,
             reboot: policy.reboot.clone(),
             auto_merge: policy.auto_merge,
+            rollout: policy.rollout.clone(),
         })
     }
 }

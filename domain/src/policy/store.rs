@@ -72,6 +72,7 @@ pub async fn open(
         scheduled_for: Set(None),
         snoozed_until: Set(None),
         superseded_by: Set(None),
+        rollout: Set(rules.rollout.clone()),
     }
     .insert(txn)
     .await?;
@@ -160,6 +161,7 @@ fn host_row(
         host_id: Set(host_id),
         changes: Set(JsonText::new(&changes.to_vec())?),
         impact: Set(impact),
+        wave: Set(None),
     })
 }
 

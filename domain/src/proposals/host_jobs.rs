@@ -1,6 +1,7 @@
-//! The host jobs an approved proposal hands to agents: one per host, carrying that host's
-//! own changes, and never asking for a reboot the host's agent does not permit or a window
-//! that cannot be read.
+//! The host jobs an approved proposal hands to agents: one per host of a wave as the wave
+//! begins, carrying that host's own changes, and never asking for a reboot the host's agent
+//! does not permit or a window that cannot be read. A host decommissioned by then gets its job
+//! `cancelled` at once: it left the proposal.
 
 use std::collections::{HashMap, HashSet};
 
@@ -67,12 +68,29 @@ fn reboot_and_window(proposal: &proposals::Model) -> (String, Option<WindowSpec>
     }
 }
 
-/// One `pending` job per host of the proposal, carrying that host's own changes.
+/// The kind of a job that applies `proposal`'s changes.
+pub fn apply_kind(proposal: &proposals::Model) -> &'static str {
+    if proposal.kind == "dist_upgrade" {
+        DIST_UPGRADE
+    } else {
+        APPLY_UPDATES
+    }
+}
+
+/// Job kinds: applying a package proposal, a release upgrade, and the reboot the reboot budget
+/// held back (decisions §20).
+pub const APPLY_UPDATES: &str = "apply_updates";
+pub const DIST_UPGRADE: &str = "dist_upgrade";
+pub const REBOOT: &str = "reboot";
+
+/// One `pending` job per host of wave `wave` of the proposal, carrying that host's own
+/// changes (`cancelled` for a host decommissioned by now). Returns how many jobs are pending.
 pub async fn create_jobs<C: ConnectionTrait>(
     txn: &C,
     proposal: &proposals::Model,
+    wave: i32,
     now: DateTime<Utc>,
-) -> Result<(), DbErr> {
+) -> Result<u64, DbErr> {
     let changes: HashMap<i32, JobChange> = proposal_changes::Entity::find()
         .filter(proposal_changes::Column::ProposalId.eq(proposal.id))
         .all(txn)
@@ -95,10 +113,14 @@ pub async fn create_jobs<C: ConnectionTrait>(
         .column(proposal_hosts::Column::HostId)
         .column(proposal_hosts::Column::Changes)
         .filter(proposal_hosts::Column::ProposalId.eq(proposal.id))
+        .filter(proposal_hosts::Column::Wave.eq(wave))
         .order_by_asc(proposal_hosts::Column::HostId)
         .into_tuple()
         .all(txn)
         .await?;
+    if targets.is_empty() {
+        return Ok(0);
+    }
     let (reboot, window) = reboot_and_window(proposal);
     let release_upgrade = proposal
         .release_upgrade
@@ -108,16 +130,30 @@ pub async fn create_jobs<C: ConnectionTrait>(
     // The agent's permissions are a ceiling: a job never asks for a reboot the host's own
     // configuration does not permit (an agent too old to report permissions is asked as is;
     // permissions that cannot be read permit no reboot).
-    let may_not_reboot: HashSet<Uuid> = hosts::Entity::find()
-        .select_only()
-        .column(hosts::Column::Id)
-        .column(hosts::Column::AgentPermissions)
-        .filter(hosts::Column::Id.in_subquery(hosts_of(proposal.id)))
-        .into_tuple::<(Uuid, Option<JsonText<Vec<String>>>)>()
-        .all(txn)
-        .await?
+    let wave_hosts = sea_orm::sea_query::Query::select()
+        .column(proposal_hosts::Column::HostId)
+        .from(proposal_hosts::Entity)
+        .and_where(proposal_hosts::Column::ProposalId.eq(proposal.id))
+        .and_where(proposal_hosts::Column::Wave.eq(wave))
+        .to_owned();
+    let facts: Vec<(Uuid, Option<JsonText<Vec<String>>>, Option<DateTime<Utc>>)> =
+        hosts::Entity::find()
+            .select_only()
+            .column(hosts::Column::Id)
+            .column(hosts::Column::AgentPermissions)
+            .column(hosts::Column::DecommissionedAt)
+            .filter(hosts::Column::Id.in_subquery(wave_hosts))
+            .into_tuple()
+            .all(txn)
+            .await?;
+    let gone: HashSet<Uuid> = facts
+        .iter()
+        .filter(|(_, _, decommissioned)| decommissioned.is_some())
+        .map(|(id, ..)| *id)
+        .collect();
+    let may_not_reboot: HashSet<Uuid> = facts
         .into_iter()
-        .filter_map(|(id, permissions)| {
+        .filter_map(|(id, permissions, _)| {
             let permitted = permissions?.read().map_or_else(
                 |err| {
                     tracing::error!(
@@ -133,7 +169,10 @@ pub async fn create_jobs<C: ConnectionTrait>(
         })
         .collect();
     let mut rows = Vec::with_capacity(targets.len());
+    let mut pending = 0;
     for (host_id, list) in targets {
+        let left = gone.contains(&host_id);
+        pending += u64::from(!left);
         let payload = JobPayload {
             proposal_id: ProposalId::from(proposal.id).to_string(),
             proposal_number: proposal.number,
@@ -149,24 +188,26 @@ pub async fn create_jobs<C: ConnectionTrait>(
                 .collect(),
             release_upgrade: release_upgrade.clone(),
             window: window.clone(),
+            deferred_reboot: None,
         };
         rows.push(host_jobs::ActiveModel {
             id: Set(platform::ids::new_uuid()),
             org_id: Set(proposal.org_id),
             host_id: Set(host_id),
             proposal_id: Set(Some(proposal.id)),
-            kind: Set(if proposal.kind == "dist_upgrade" {
-                "dist_upgrade".into()
-            } else {
-                "apply_updates".into()
-            }),
+            kind: Set(apply_kind(proposal).into()),
             payload: Set(JsonText::new(&payload)?),
-            status: Set(HostJobStatus::Pending.to_string()),
-            log: Set(None),
+            status: Set(if left {
+                HostJobStatus::Cancelled.to_string()
+            } else {
+                HostJobStatus::Pending.to_string()
+            }),
+            log: Set(left.then(|| LEFT_DECOMMISSIONED.to_owned())),
             rebooted: Set(None),
             created_at: Set(now),
             dispatched_at: Set(None),
-            finished_at: Set(None),
+            finished_at: Set(left.then_some(now)),
+            wave: Set(Some(wave)),
         });
     }
     for chunk in rows.chunks(JOB_CHUNK) {
@@ -174,5 +215,12 @@ pub async fn create_jobs<C: ConnectionTrait>(
             .exec(txn)
             .await?;
     }
-    Ok(())
+    Ok(pending)
 }
+
+/// The log of a job withdrawn because its host was decommissioned.
+pub const LEFT_DECOMMISSIONED: &str =
+    "withdrawn before it ran: the host was decommissioned, so it left the proposal";
+/// The log of a job withdrawn because its host no longer needs the change.
+pub const LEFT_NOT_NEEDED: &str = "withdrawn before it ran: the host no longer reports any of \
+     these packages as upgradable (or the release upgrade as offered), so it left the proposal";

@@ -1,15 +1,18 @@
 //! The proposal lifecycle: numbering, going ahead (straight away or at the window's next
 //! opening), opening windows, closing, superseding, and the audit record of each move.
 //! Decisions by people are in [`decide`], the checks before approval in [`preflight`], the
-//! jobs an approved proposal hands to agents in [`host_jobs`], its end in [`settle`].
+//! waves it goes out in in [`rollout`], the jobs it hands to agents in [`host_jobs`] and which
+//! of them a check-in gets in [`dispatch`], its end in [`settle`].
 //!
 //! Every function here runs inside the caller's write transaction, so a move and its
 //! consequences commit together or not at all. Moves that may race (a timer and a decision)
 //! are conditional on the status they move from.
 
 pub mod decide;
+pub mod dispatch;
 pub mod host_jobs;
 pub mod preflight;
+pub mod rollout;
 pub mod settle;
 
 use chrono::{DateTime, Utc};
@@ -62,8 +65,8 @@ pub async fn next_number<C: ConnectionTrait>(txn: &C, org_id: Uuid) -> Result<i6
 }
 
 /// Records a proposal's lifecycle event in the organization's audit log and, for the moves
-/// notifications announce (opened, approved, scheduled, applied, failed), in the notification
-/// outbox: both in the caller's transaction, so neither outlives a rollback.
+/// notifications announce (opened, approved, scheduled, applied, failed, halted), in the
+/// notification outbox: both in the caller's transaction, so neither outlives a rollback.
 pub async fn record<C: ConnectionTrait>(
     txn: &C,
     proposal: &proposals::Model,
@@ -84,8 +87,27 @@ pub async fn record<C: ConnectionTrait>(
         let scheduled_for = details
             .get("scheduled_for")
             .and_then(|v| serde_json::from_value::<DateTime<Utc>>(v.clone()).ok());
-        crate::notifications::outbox::proposal(txn, proposal, kind, &status, scheduled_for, now)
-            .await?;
+        let extra = (kind == crate::notifications::EventKind::ProposalHalted).then(|| {
+            (
+                "rollout",
+                serde_json::json!({
+                    "reason": details.get("reason"),
+                    "wave": details.get("wave"),
+                    "wave_name": details.get("wave_name"),
+                    "by_hand": details.get("by_hand"),
+                }),
+            )
+        });
+        crate::notifications::outbox::proposal(
+            txn,
+            proposal,
+            kind,
+            &status,
+            scheduled_for,
+            extra,
+            now,
+        )
+        .await?;
     }
     audit_events::ActiveModel {
         id: Set(platform::ids::new_uuid()),
@@ -140,8 +162,9 @@ pub fn destination(
     })
 }
 
-/// Moves a proposal that has enough approvals on: to `approved` (creating its host jobs) or to
-/// `scheduled`. `actor` is whoever tipped it over. Returns the proposal as it now is.
+/// Moves a proposal that has enough approvals on: to `approved` (its hosts cut into waves, the
+/// first wave's jobs created) or to `scheduled` (cut into waves, waiting for the window).
+/// `actor` is whoever tipped it over. Returns the proposal as it now is.
 ///
 /// A proposal whose window cannot be read stays where it is (fails closed) and the error is
 /// logged; [`decide::approve`] refuses before it gets here.
@@ -172,8 +195,8 @@ pub async fn go_ahead<C: ConnectionTrait>(
     active.snoozed_until = Set(None);
     active.updated_at = Set(now);
     let proposal = active.update(txn).await?;
+    rollout::plan(txn, &proposal, now).await?;
     if scheduled_for.is_none() {
-        create_jobs(txn, &proposal, now).await?;
         record(
             txn,
             &proposal,
@@ -183,6 +206,7 @@ pub async fn go_ahead<C: ConnectionTrait>(
             now,
         )
         .await?;
+        rollout::start(txn, &proposal, now).await?;
     } else {
         record(
             txn,
@@ -197,8 +221,9 @@ pub async fn go_ahead<C: ConnectionTrait>(
     Ok(proposal)
 }
 
-/// A scheduled proposal whose window opened: `approved`, with its host jobs. Conditional on
-/// the proposal still being scheduled, so two runs for the same instant move it once.
+/// A scheduled proposal whose window opened: `approved`, its first wave begun (unless its
+/// rollout was halted meanwhile). Conditional on the proposal still being scheduled, so two
+/// runs for the same instant move it once.
 /// Returns whether this call moved it.
 pub async fn open_window<C: ConnectionTrait>(
     txn: &C,
@@ -214,7 +239,6 @@ pub async fn open_window<C: ConnectionTrait>(
     )
     .await?;
     if moved {
-        create_jobs(txn, proposal, now).await?;
         record(
             txn,
             proposal,
@@ -224,6 +248,7 @@ pub async fn open_window<C: ConnectionTrait>(
             now,
         )
         .await?;
+        rollout::start(txn, proposal, now).await?;
     }
     Ok(moved)
 }

@@ -1,5 +1,10 @@
-//! The end of a proposal that went ahead: once every one of its host jobs has reported, it
-//! is `applied`, `partially_applied` or `failed`.
+//! The end of a proposal that went ahead: once every one of its host jobs has reported (its
+//! rollout done), it is `applied`, `partially_applied` or `failed`, judged per host: a host
+//! succeeded when every job it ran (its changes, and a reboot the reboot budget held back)
+//! succeeded. Hosts that left the proposal (their jobs `cancelled`) count neither way; when
+//! every host left, nothing was left to do: `closed`.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use entities::{host_jobs, proposals};
@@ -11,17 +16,30 @@ use uuid::Uuid;
 use super::record;
 use crate::status::{HostJobStatus, ProposalStatus};
 
-/// How a proposal ends once every one of its jobs has: `applied` (all succeeded), `failed`
-/// (none did) or `partially_applied`; `None` while a job is unfinished or there is none.
-pub fn outcome(jobs: &[HostJobStatus]) -> Option<ProposalStatus> {
-    if jobs.is_empty() || jobs.iter().any(|s| HostJobStatus::UNFINISHED.contains(s)) {
+/// How a proposal ends once every one of its jobs has: `applied` (every host succeeded),
+/// `failed` (none did), `partially_applied`, or `closed` (every host left); `None` while a job
+/// is unfinished or there is none. `jobs` are (host, status) pairs.
+pub fn outcome(jobs: &[(Uuid, HostJobStatus)]) -> Option<ProposalStatus> {
+    if jobs.is_empty()
+        || jobs
+            .iter()
+            .any(|(_, s)| HostJobStatus::UNFINISHED.contains(s))
+    {
         return None;
     }
-    let succeeded = jobs
-        .iter()
-        .filter(|s| **s == HostJobStatus::Succeeded)
-        .count();
-    Some(if succeeded == jobs.len() {
+    let mut hosts: HashMap<Uuid, bool> = HashMap::new();
+    for (host, status) in jobs {
+        if *status == HostJobStatus::Cancelled {
+            continue;
+        }
+        let ok = hosts.entry(*host).or_insert(true);
+        *ok &= *status == HostJobStatus::Succeeded;
+    }
+    if hosts.is_empty() {
+        return Some(ProposalStatus::Closed);
+    }
+    let succeeded = hosts.values().filter(|ok| **ok).count();
+    Some(if succeeded == hosts.len() {
         ProposalStatus::Applied
     } else if succeeded == 0 {
         ProposalStatus::Failed
@@ -30,30 +48,34 @@ pub fn outcome(jobs: &[HostJobStatus]) -> Option<ProposalStatus> {
     })
 }
 
-/// After a job finished: when every job of its proposal has, the proposal takes its
-/// [`outcome`]. Conditional on the proposal still going ahead, so it settles once.
+/// When every job of the proposal has finished, the proposal takes its [`outcome`].
+/// Conditional on the proposal still going ahead, so it settles once.
 pub async fn settle<C: ConnectionTrait>(
     txn: &C,
     proposal_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let statuses: Vec<HostJobStatus> = host_jobs::Entity::find()
+    let jobs: Vec<(Uuid, HostJobStatus)> = host_jobs::Entity::find()
         .select_only()
+        .column(host_jobs::Column::HostId)
         .column(host_jobs::Column::Status)
         .filter(host_jobs::Column::ProposalId.eq(proposal_id))
-        .into_tuple::<String>()
+        .into_tuple::<(Uuid, String)>()
         .all(txn)
         .await?
         .into_iter()
-        .map(HostJobStatus::from)
+        .map(|(host, status)| (host, HostJobStatus::from(status)))
         .collect();
-    let Some(status) = outcome(&statuses) else {
+    let Some(status) = outcome(&jobs) else {
         return Ok(());
     };
-    let succeeded = statuses
-        .iter()
-        .filter(|s| **s == HostJobStatus::Succeeded)
-        .count();
+    let mut hosts: HashMap<Uuid, bool> = HashMap::new();
+    for (host, s) in &jobs {
+        if *s != HostJobStatus::Cancelled {
+            *hosts.entry(*host).or_insert(true) &= *s == HostJobStatus::Succeeded;
+        }
+    }
+    let succeeded = hosts.values().filter(|ok| **ok).count();
     let Some(proposal) = proposals::Entity::find_by_id(proposal_id).one(txn).await? else {
         return Ok(());
     };
@@ -68,17 +90,17 @@ pub async fn settle<C: ConnectionTrait>(
         .rows_affected
         == 1;
     if moved {
-        let action = if status == ProposalStatus::Failed {
-            "proposal.failed"
-        } else {
-            "proposal.applied"
+        let action = match status {
+            ProposalStatus::Failed => "proposal.failed",
+            ProposalStatus::Closed => "proposal.closed",
+            _ => "proposal.applied",
         };
         record(
             txn,
             &proposal,
             action,
             None,
-            serde_json::json!({ "status": status, "succeeded": succeeded, "jobs": statuses.len() }),
+            serde_json::json!({ "status": status, "succeeded": succeeded, "hosts": hosts.len() }),
             now,
         )
         .await?;
@@ -91,18 +113,29 @@ mod tests {
     use super::*;
     use HostJobStatus::*;
 
+    fn on(statuses: &[(u128, HostJobStatus)]) -> Option<ProposalStatus> {
+        let jobs: Vec<(Uuid, HostJobStatus)> = statuses
+            .iter()
+            .map(|(h, s)| (Uuid::from_u128(*h), s.clone()))
+            .collect();
+        outcome(&jobs)
+    }
+
     #[test]
     fn a_proposal_settles_only_when_every_job_has_finished() {
-        assert_eq!(outcome(&[]), None);
-        assert_eq!(outcome(&[Succeeded, Pending]), None);
-        assert_eq!(outcome(&[Failed, Dispatched]), None);
+        assert_eq!(on(&[]), None);
+        assert_eq!(on(&[(1, Succeeded), (2, Pending)]), None);
+        assert_eq!(on(&[(1, Failed), (2, Dispatched)]), None);
         assert_eq!(
-            outcome(&[Succeeded, Succeeded]),
+            on(&[(1, Succeeded), (2, Succeeded)]),
             Some(ProposalStatus::Applied)
         );
-        assert_eq!(outcome(&[Failed, Failed]), Some(ProposalStatus::Failed));
         assert_eq!(
-            outcome(&[Succeeded, Failed]),
+            on(&[(1, Failed), (2, Failed)]),
+            Some(ProposalStatus::Failed)
+        );
+        assert_eq!(
+            on(&[(1, Succeeded), (2, Failed)]),
             Some(ProposalStatus::PartiallyApplied)
         );
     }
@@ -110,8 +143,30 @@ mod tests {
     #[test]
     fn a_job_status_this_build_does_not_know_counts_as_finished_but_not_succeeded() {
         assert_eq!(
-            outcome(&[Succeeded, Other("cancelled".into())]),
+            on(&[(1, Succeeded), (2, Other("skipped".into()))]),
             Some(ProposalStatus::PartiallyApplied)
+        );
+    }
+
+    #[test]
+    fn hosts_that_left_count_neither_way_and_a_failed_reboot_fails_its_host() {
+        assert_eq!(
+            on(&[(1, Succeeded), (2, Cancelled)]),
+            Some(ProposalStatus::Applied)
+        );
+        assert_eq!(
+            on(&[(1, Cancelled), (2, Cancelled)]),
+            Some(ProposalStatus::Closed)
+        );
+        // Host 1 installed, then its separate reboot failed.
+        assert_eq!(
+            on(&[(1, Succeeded), (1, Failed), (2, Succeeded)]),
+            Some(ProposalStatus::PartiallyApplied)
+        );
+        assert_eq!(
+            on(&[(1, Succeeded), (1, Pending)]),
+            None,
+            "a reboot still to come"
         );
     }
 }

@@ -36,7 +36,10 @@ pub struct Job {
         oai(validator(pattern = "^job_[0-7][0-9a-hjkmnp-tv-z]{25}$"))
     )]
     pub id: String,
-    /// `apply_updates` or `dist_upgrade`.
+    /// `apply_updates`, `dist_upgrade`, or `reboot`: the reboot the organization's reboot
+    /// budget held back from an earlier job of the proposal, now that a slot is free (no
+    /// `changes`; reboot if the host needs it, as `reboot` allows and the agent's own
+    /// configuration permits).
     pub kind: String,
     /// The proposal (`prp_`) this job carries out.
     pub proposal_id: String,

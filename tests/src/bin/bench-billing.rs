@@ -198,6 +198,7 @@ async fn organization(db: &Database, slug: &str) -> anyhow::Result<(Uuid, Uuid)>
         sso_enforced: Set(false),
         created_at: Set(now),
         proposal_seq: Set(0),
+        max_concurrent_reboots: Set(None),
     }
     .insert(&db.orm)
     .await?;
@@ -281,6 +282,8 @@ async fn hosts_of(db: &Database, org_id: Uuid, count: usize) -> anyhow::Result<V
             updated_at: Set(now),
             release_upgrade: Set(None),
             updates_seq: Set(0),
+            reboot_slot_until: Set(None),
+            reboot_slot_job: Set(None),
         }))
         .exec_without_returning(&db.orm)
         .await?;

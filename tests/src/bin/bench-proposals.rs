@@ -482,6 +482,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
         sso_enforced: Set(false),
         created_at: Set(now),
         proposal_seq: Set(0),
+        max_concurrent_reboots: Set(None),
     }
     .insert(&db.orm)
     .await?;
@@ -569,6 +570,8 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                     updated_at: Set(now),
                     release_upgrade: Set(None),
                     updates_seq: Set(0),
+                    reboot_slot_until: Set(None),
+                    reboot_slot_job: Set(None),
                     ..Default::default()
                 }
             })
@@ -682,6 +685,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
             auto_merge: Set(false),
             updates: Set(updates.into()),
             min_severity: Set(None),
+            rollout: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
         }
@@ -728,6 +732,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                 scheduled_for: Set(None),
                 snoozed_until: Set(None),
                 superseded_by: Set(None),
+                rollout: Set(None),
             }
         })
         .collect();

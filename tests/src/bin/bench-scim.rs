@@ -98,6 +98,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         sso_enforced: Set(false),
         created_at: Set(now),
         proposal_seq: Set(0),
+        max_concurrent_reboots: Set(None),
     }
     .insert(&db.orm)
     .await?;

@@ -19,6 +19,13 @@
 //! impacts out everywhere, `--impact-split` on odd hosts only (to measure what carrying them
 //! costs, BENCHMARKS.md "Impact before approval").
 //!
+//! Jobs (the steady schedule): each host does the jobs its check-in answer hands it and reports
+//! each result, as an agent whose packages all install would: `apply_updates` and
+//! `dist_upgrade` succeed (hosts picked by `--fail-every` fail them instead); a job whose
+//! `reboot` allows it (`immediate` or `in_window`) and a `reboot` job (decisions §20: the
+//! reboot the organization's reboot budget held back) reboot a host that needs it (its
+//! `reboot_required` then reads false), reported `rebooted: true`. The summary counts them.
+//!
 //! Benchmark phases (`--phases`, used by `bench-fleet`; BENCHMARKS.md "Fleet inventory"): after
 //! enrolling every host and one full check-in each, run timed phases one after the other, each
 //! closed-loop with `--concurrency` requests in flight, round-robin over the hosts:
@@ -56,7 +63,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use protocol::wire::{
     Advisory, AgentInstall, CheckIn, CheckInAnswer, EnrollRequest, Enrolled, Facts, Impact,
-    ImpactInstall, Package, Update,
+    ImpactInstall, Job, JobResult, JobStatus, Package, Update,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
@@ -141,6 +148,9 @@ struct Args {
     /// measured side by side in one phase (BENCHMARKS.md, "Impact before approval").
     #[arg(long)]
     impact_split: bool,
+    /// Every host whose index is a multiple of N fails the jobs it is handed (0: none fails).
+    #[arg(long, default_value_t = 0)]
+    fail_every: usize,
 }
 
 impl Args {
@@ -506,6 +516,87 @@ struct Counters {
     enrolled: AtomicU64,
     check_ins: AtomicU64,
     errors: AtomicU64,
+    jobs: AtomicU64,
+    failed_jobs: AtomicU64,
+    reboots: AtomicU64,
+}
+
+/// Whether a job lets the host reboot (a simulated host has no window to consult: `in_window`
+/// counts as allowed).
+fn reboot_allowed(job: &Job) -> bool {
+    job.kind == "reboot" || job.reboot != "never"
+}
+
+/// Does `jobs` as host `index` would and reports each result (module docs); `reboot_required`
+/// is what the host says at its next check-in.
+#[allow(clippy::too_many_arguments)]
+async fn run_jobs(
+    client: &reqwest::Client,
+    args: &Args,
+    authority: &str,
+    agent: &TestAgent,
+    index: usize,
+    jobs: &[Job],
+    reboot_required: &mut Option<bool>,
+    counters: &Counters,
+) -> anyhow::Result<()> {
+    let fails = args.fail_every > 0 && index % args.fail_every == 0;
+    for job in jobs {
+        let failed = fails && job.kind != "reboot";
+        let rebooted = !failed && reboot_allowed(job) && *reboot_required == Some(true);
+        if rebooted {
+            *reboot_required = Some(false);
+        }
+        let result = JobResult {
+            status: if failed {
+                JobStatus::Failed
+            } else {
+                JobStatus::Succeeded
+            },
+            log: Some(format!(
+                "fleet-sim: {} of {} changes {}{}",
+                job.kind,
+                job.changes.len(),
+                if failed { "failed" } else { "applied" },
+                if rebooted { ", rebooted" } else { "" }
+            )),
+            rebooted: Some(rebooted),
+            finished_at: platform::clock::Clock::now(&platform::clock::SystemClock),
+        };
+        let path = format!("/v1/agent/jobs/{}/result", job.id);
+        let bytes = serde_json::to_vec(&result)?;
+        let now = platform::clock::Clock::now(&platform::clock::SystemClock).timestamp();
+        let nonce = uuid::Uuid::now_v7().simple().to_string();
+        let (input, signature, digest) = agent.sign(
+            authority,
+            "POST",
+            &path,
+            &bytes,
+            now,
+            agent.key_id.as_deref().unwrap_or_default(),
+            &nonce,
+        );
+        let response = client
+            .post(format!("{}{path}", args.url))
+            .header("content-type", "application/json")
+            .header("content-digest", digest)
+            .header("signature-input", input)
+            .header("signature", signature)
+            .body(bytes)
+            .send()
+            .await?;
+        if !response.status().is_success() {
+            bail!("job {} result: {}", job.id, response.status());
+        }
+        counters.jobs.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            counters.failed_jobs.fetch_add(1, Ordering::Relaxed);
+        }
+        if rebooted {
+            counters.reboots.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
 }
 
 /// The labels of host `index` with --role-labels: (role, env).
@@ -636,6 +727,19 @@ async fn check_in(
     agent: &TestAgent,
     body: &CheckIn,
 ) -> anyhow::Result<bool> {
+    Ok(check_in_answer(client, args, authority, agent, body)
+        .await?
+        .send_inventory)
+}
+
+/// [`check_in`], the whole answer.
+async fn check_in_answer(
+    client: &reqwest::Client,
+    args: &Args,
+    authority: &str,
+    agent: &TestAgent,
+    body: &CheckIn,
+) -> anyhow::Result<CheckInAnswer> {
     let bytes = serde_json::to_vec(body)?;
     // A real agent signs with the real time.
     let now = platform::clock::Clock::now(&platform::clock::SystemClock).timestamp();
@@ -661,8 +765,7 @@ async fn check_in(
     if !response.status().is_success() {
         bail!("check-in: {}", response.status());
     }
-    let answer: CheckInAnswer = response.json().await?;
-    Ok(answer.send_inventory)
+    Ok(response.json().await?)
 }
 
 /// The load generator's own allocator, as the service's programs have: it shares the machine
@@ -688,6 +791,9 @@ async fn main() -> anyhow::Result<()> {
         enrolled: AtomicU64::new(0),
         check_ins: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        jobs: AtomicU64::new(0),
+        failed_jobs: AtomicU64::new(0),
+        reboots: AtomicU64::new(0),
     });
     let permits = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
     let started = Instant::now();
@@ -738,7 +844,7 @@ async fn main() -> anyhow::Result<()> {
                 None,
                 args.impacts_of(index),
             );
-            let light = unchanged(&full.facts, &full.inventory_digest, full.reboot_required);
+            let mut reboot_required = full.reboot_required;
             {
                 let _permit = permits.acquire().await.ok();
                 let token = &tokens[token_of(index, tokens.len())];
@@ -763,14 +869,24 @@ async fn main() -> anyhow::Result<()> {
             loop {
                 let result = {
                     let _permit = permits.acquire().await.ok();
-                    check_in(
-                        &client,
-                        &args,
-                        &authority,
-                        &agent,
-                        if send_full { &full } else { &light },
-                    )
-                    .await
+                    let light = unchanged(&full.facts, &full.inventory_digest, reboot_required);
+                    let mut body = if send_full { full.clone() } else { light };
+                    body.reboot_required = reboot_required;
+                    match check_in_answer(&client, &args, &authority, &agent, &body).await {
+                        Ok(answer) => run_jobs(
+                            &client,
+                            &args,
+                            &authority,
+                            &agent,
+                            index,
+                            &answer.jobs,
+                            &mut reboot_required,
+                            &counters,
+                        )
+                        .await
+                        .map(|()| answer.send_inventory),
+                        Err(e) => Err(e),
+                    }
                 };
                 match result {
                     Ok(again) => {
@@ -796,10 +912,14 @@ async fn main() -> anyhow::Result<()> {
     let elapsed = started.elapsed().as_secs_f64();
     let check_ins = counters.check_ins.load(Ordering::Relaxed);
     println!(
-        "done in {elapsed:.1}s: {} hosts enrolled, {check_ins} check-ins ({:.0}/s), {} errors",
+        "done in {elapsed:.1}s: {} hosts enrolled, {check_ins} check-ins ({:.0}/s), {} errors; \
+         {} jobs done ({} failed), {} reboots",
         counters.enrolled.load(Ordering::Relaxed),
         check_ins as f64 / elapsed.max(0.001),
-        counters.errors.load(Ordering::Relaxed)
+        counters.errors.load(Ordering::Relaxed),
+        counters.jobs.load(Ordering::Relaxed),
+        counters.failed_jobs.load(Ordering::Relaxed),
+        counters.reboots.load(Ordering::Relaxed)
     );
     if counters.enrolled.load(Ordering::Relaxed) == 0 {
         bail!("no host enrolled");

@@ -49,6 +49,7 @@ async fn proposal(app: &TestApp, slug: &str, number: i64, title: &str) -> String
         scheduled_for: Set(None),
         snoozed_until: Set(None),
         superseded_by: Set(None),
+        rollout: Set(None),
     }
     .insert(db)
     .await

@@ -1,11 +1,13 @@
-//! `proposal.timers`: scheduled proposals whose window opened go ahead, and snoozed ones
-//! whose snooze ran out reopen. Each move is conditional on the status it moves from, so a
-//! second run (another replica, a retry) moves nothing twice.
+//! `proposal.timers`: scheduled proposals whose window opened go ahead, snoozed ones whose
+//! snooze ran out reopen, and rollouts whose soak ended or whose window opened are judged again
+//! (decisions §20: the next wave begins). Each move is conditional on the state it moves from
+//! (a rollout's on its row, taken first), so a second run (another replica, a retry) moves
+//! nothing twice.
 
 use apalis::prelude::{BoxDynError, Data};
 use domain::{
     ProposalStatus,
-    proposals::{open_window, reopen},
+    proposals::{open_window, reopen, rollout},
 };
 use entities::proposals;
 use platform::jobs::ProposalTimers;
@@ -38,6 +40,11 @@ pub async fn run(_job: ProposalTimers, deps: Data<Deps>) -> Result<(), BoxDynErr
     for proposal in due_snoozes {
         let txn = deps.db.begin_write().await?;
         reopen(&txn, &proposal, now).await?;
+        txn.commit().await?;
+    }
+    for proposal_id in rollout::store::due(&deps.db.orm, now, BATCH).await? {
+        let txn = deps.db.begin_write().await?;
+        rollout::advance(&txn, proposal_id, now).await?;
         txn.commit().await?;
     }
     crate::jobs::notify_dispatch::kick(&deps).await;
