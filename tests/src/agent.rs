@@ -150,9 +150,38 @@ impl TestAgent {
         .await
     }
 
+    /// [`TestAgent::post`] to another server on the same database (an api replica at `base`).
+    pub async fn post_at(
+        &self,
+        app: &TestApp,
+        base: &str,
+        path: &str,
+        body: &Value,
+        now: DateTime<Utc>,
+    ) -> TestResponse {
+        let nonce = uuid::Uuid::now_v7().simple().to_string();
+        self.post_to(app, base, path, body, now, Tamper::None, &nonce)
+            .await
+    }
+
     pub async fn post_with_nonce(
         &self,
         app: &TestApp,
+        path: &str,
+        body: &Value,
+        now: DateTime<Utc>,
+        tamper: Tamper,
+        nonce: &str,
+    ) -> TestResponse {
+        self.post_to(app, &app.base, path, body, now, tamper, nonce)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn post_to(
+        &self,
+        app: &TestApp,
+        base: &str,
         path: &str,
         body: &Value,
         now: DateTime<Utc>,
@@ -187,7 +216,7 @@ impl TestAgent {
         }
         let mut request = app
             .http
-            .post(app.url(path))
+            .post(format!("{base}{path}"))
             .header("content-type", "application/json")
             .header("content-digest", digest)
             .header("signature-input", input)

@@ -1,5 +1,5 @@
 //! The service's own binaries as separate processes, for tests of what crosses a process
-//! boundary (several workers, a killed worker).
+//! boundary (several workers, a killed worker, several schedulers).
 
 use std::process::Stdio;
 
@@ -45,6 +45,25 @@ pub fn spawn_worker_with(
         .kill_on_drop(true)
         .spawn()
         .expect("start the worker process")
+}
+
+/// Starts the scheduler program (`fleet-scheduler` in this package) against `database_url`.
+/// Several on one Postgres elect one leader; the others stand by.
+pub fn spawn_scheduler(program: &str, database_url: &str) -> Child {
+    Command::new(program)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DATABASE_URL", database_url)
+        .env(
+            "RUST_LOG",
+            std::env::var("FLEET_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the scheduler process")
 }
 
 /// Asks a spawned binary to shut down (SIGTERM: it finishes the work in flight) and waits for it

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use entities::{memberships, organizations};
 use poem_openapi::{Object, OpenApi, param::Query, payload::Json, types::MaybeUndefined};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr};
+use sea_orm::{QuerySelect, sea_query::Expr};
 
 use crate::{
     AppState,
@@ -61,9 +61,10 @@ fn budget(stored: Option<i32>) -> Option<u32> {
 /// may be one this replica remembers from before a change).
 async fn stored_budget<C: sea_orm::ConnectionTrait>(
     db: &C,
-    org_id: uuid::Uuid,
+    scope: scope::OrgScope,
 ) -> Result<Option<u32>, sea_orm::DbErr> {
-    let stored: Option<Option<i32>> = organizations::Entity::find_by_id(org_id)
+    let stored: Option<Option<i32>> = scope
+        .rows::<organizations::Entity>()
         .select_only()
         .column(organizations::Column::MaxConcurrentReboots)
         .into_tuple()
@@ -134,7 +135,7 @@ impl OrgsApi {
             .identity
             .plan_of(&state, org.caller.mark, org.org.id)
             .await?;
-        let max_concurrent_reboots = stored_budget(&state.db.orm, org.org.id).await?;
+        let max_concurrent_reboots = stored_budget(&state.db.orm, org.scope()).await?;
         Ok(Json(Organization {
             role: org.role.as_str().to_owned(),
             slug: org.org.slug,
@@ -179,12 +180,12 @@ impl OrgsApi {
             }
         };
         if let Some(value) = change {
-            organizations::Entity::update_many()
+            org.scope()
+                .update_rows::<organizations::Entity>()
                 .col_expr(
                     organizations::Column::MaxConcurrentReboots,
                     Expr::value(value),
                 )
-                .filter(organizations::Column::Id.eq(org.org.id))
                 .exec(&txn)
                 .await?;
             Entry::new("organization.updated")
@@ -195,7 +196,7 @@ impl OrgsApi {
                 .write(&txn, now)
                 .await?;
         }
-        let max_concurrent_reboots = stored_budget(&txn, org.org.id).await?;
+        let max_concurrent_reboots = stored_budget(&txn, org.scope()).await?;
         txn.commit().await?;
         let plan = state
             .identity

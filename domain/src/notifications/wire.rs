@@ -559,6 +559,32 @@ mod tests {
     }
 
     #[test]
+    fn a_halted_rollout_says_why_and_pages_as_a_trigger() {
+        let mut data = data();
+        data["rollout"] = json!({"reason": "1 failed result reached halt_after_failures (1)",
+                                 "wave": 1, "wave_name": "half", "by_hand": false});
+        let summary = summarize(&event(EventKind::ProposalHalted, &data));
+        assert_eq!(summary.title, "Proposal #7 halted: curl 1 → 2");
+        assert!(
+            summary
+                .text
+                .contains("in wave half: 1 failed result reached halt_after_failures (1)"),
+            "{}",
+            summary.text
+        );
+        let paged = pagerduty("KEY", &event(EventKind::ProposalHalted, &data), &summary);
+        assert_eq!(
+            (
+                paged["event_action"].clone(),
+                paged["payload"]["severity"].clone(),
+                paged["dedup_key"].clone()
+            ),
+            (json!("trigger"), json!("error"), json!("prp_x"))
+        );
+        assert_eq!(paged["payload"]["component"], "proposal.halted");
+    }
+
+    #[test]
     fn slack_and_teams_shapes() {
         let data = data();
         let summary = summarize(&event(EventKind::ProposalFailed, &data));

@@ -320,8 +320,8 @@ pub async fn dispatch<C: ConnectionTrait>(
         }
         let gate = match job.proposal_id {
             Some(proposal_id) => {
-                if !gates.contains_key(&proposal_id) {
-                    gates.insert(proposal_id, gate(db, proposal_id).await?);
+                if let std::collections::hash_map::Entry::Vacant(entry) = gates.entry(proposal_id) {
+                    entry.insert(gate(db, proposal_id).await?);
                 }
                 gates.get_mut(&proposal_id)
             }

@@ -136,16 +136,17 @@ pub async fn create_jobs<C: ConnectionTrait>(
         .and_where(proposal_hosts::Column::ProposalId.eq(proposal.id))
         .and_where(proposal_hosts::Column::Wave.eq(wave))
         .to_owned();
-    let facts: Vec<(Uuid, Option<JsonText<Vec<String>>>, Option<DateTime<Utc>>)> =
-        hosts::Entity::find()
-            .select_only()
-            .column(hosts::Column::Id)
-            .column(hosts::Column::AgentPermissions)
-            .column(hosts::Column::DecommissionedAt)
-            .filter(hosts::Column::Id.in_subquery(wave_hosts))
-            .into_tuple()
-            .all(txn)
-            .await?;
+    /// A host's agent permissions and when it was decommissioned.
+    type Facts = (Uuid, Option<JsonText<Vec<String>>>, Option<DateTime<Utc>>);
+    let facts: Vec<Facts> = hosts::Entity::find()
+        .select_only()
+        .column(hosts::Column::Id)
+        .column(hosts::Column::AgentPermissions)
+        .column(hosts::Column::DecommissionedAt)
+        .filter(hosts::Column::Id.in_subquery(wave_hosts))
+        .into_tuple()
+        .all(txn)
+        .await?;
     let gone: HashSet<Uuid> = facts
         .iter()
         .filter(|(_, _, decommissioned)| decommissioned.is_some())

@@ -540,7 +540,7 @@ async fn run_jobs(
     reboot_required: &mut Option<bool>,
     counters: &Counters,
 ) -> anyhow::Result<()> {
-    let fails = args.fail_every > 0 && index % args.fail_every == 0;
+    let fails = args.fail_every > 0 && index.is_multiple_of(args.fail_every);
     for job in jobs {
         let failed = fails && job.kind != "reboot";
         let rebooted = !failed && reboot_allowed(job) && *reboot_required == Some(true);
