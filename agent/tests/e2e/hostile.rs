@@ -404,3 +404,138 @@ async fn the_daemon_backs_off_through_an_outage_and_stops_on_sigterm() {
         "{state}"
     );
 }
+
+/// A `reboot` job (decisions §20: the reboot the reboot budget held back) changes no package and
+/// reboots only a host that needs it, whose agent may reboot; the result says whether it did.
+#[tokio::test]
+async fn a_reboot_job_reboots_only_a_host_that_needs_it_and_may() {
+    let root = Root::debian();
+    let fake = Arc::new(Fake {
+        reply: Mutex::new(Reply::Answer(
+            json!({"next_check_in_s": 300, "send_inventory": false, "jobs": []}),
+        )),
+        results: Mutex::new(Vec::new()),
+        renewals: Mutex::new(Vec::new()),
+        key_ids: Mutex::new(Vec::new()),
+    });
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .expect("bind");
+    let address = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().copied())
+        .expect("an address");
+    let app = Route::new()
+        .at("/v1/agent/enroll", post(enroll))
+        .at("/v1/agent/check-in", post(check_in))
+        .at("/v1/agent/jobs/:id/result", post(result))
+        .at("/v1/agent/certificate", post(renew))
+        .data(fake.clone());
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    // The reboot command runs in the root, as every command the agent runs does.
+    let marker = root.file("/rebooted");
+    let agent_with = |permissions: &str| {
+        Agent::new(
+            root.path(),
+            &format!(
+                "permissions = {permissions}\nrefresh_lists = false\n\
+                 reboot_command = \"touch /rebooted\"\nrequest_timeout_s = 3\n"
+            ),
+        )
+    };
+    let reboot_job = |id: &str| {
+        json!({"next_check_in_s": 300, "send_inventory": false, "jobs": [
+            {"id": id, "kind": "reboot", "proposal_id": "prp_01jdpyb9w6n4v6t2c4xq7w8z3k",
+             "proposal_number": 7, "reboot": "immediate", "changes": []}]})
+    };
+    let dpkg_before = root.must("dpkg-query", &["-W", "-f", "${Version}", "dpkg"]);
+    let result_of = |id: &str| {
+        let fake = fake.clone();
+        let id = id.to_owned();
+        async move {
+            let results = fake.results.lock().await.clone();
+            results
+                .into_iter()
+                .find(|(j, _)| *j == id)
+                .map(|(_, body)| body)
+                .expect("a result")
+        }
+    };
+
+    // Permitted, but the host needs no reboot: succeeded, not rebooted.
+    let may = agent_with("[\"read_inventory\", \"reboot\"]");
+    let enrolled = may
+        .run(&[
+            "enroll",
+            "--server",
+            &format!("http://{address}"),
+            "--token",
+            "enr_x",
+        ])
+        .await;
+    assert_eq!(enrolled.code, Some(0), "{}", enrolled.stderr);
+    *fake.reply.lock().await = Reply::Answer(reboot_job("job_01jdpyb9w6n4v6t2c4xq7w8zb1"));
+    let ran = may.run(&["run", "--once"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let body = result_of("job_01jdpyb9w6n4v6t2c4xq7w8zb1").await;
+    assert_eq!(
+        (body["status"].clone(), body["rebooted"].clone()),
+        (json!("succeeded"), json!(false))
+    );
+    assert!(
+        body["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("no reboot needed")),
+        "{body}"
+    );
+    assert!(!marker.exists());
+
+    // The host needs one: the reboot command runs and the result says so.
+    root.write("/run/reboot-required", "*** System restart required ***\n");
+    *fake.reply.lock().await = Reply::Answer(reboot_job("job_01jdpyb9w6n4v6t2c4xq7w8zb2"));
+    let ran = may.run(&["run", "--once"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let body = result_of("job_01jdpyb9w6n4v6t2c4xq7w8zb2").await;
+    assert_eq!(
+        (body["status"].clone(), body["rebooted"].clone()),
+        (json!("succeeded"), json!(true))
+    );
+    assert!(marker.exists(), "the reboot command ran");
+    std::fs::remove_file(&marker).expect("remove the marker");
+
+    // An agent whose configuration does not permit reboot never reboots, whatever the job says.
+    let may_not = agent_with("[\"read_inventory\", \"apply_updates\"]");
+    let enrolled = may_not
+        .run(&[
+            "enroll",
+            "--server",
+            &format!("http://{address}"),
+            "--token",
+            "enr_x",
+        ])
+        .await;
+    assert_eq!(enrolled.code, Some(0), "{}", enrolled.stderr);
+    *fake.reply.lock().await = Reply::Answer(reboot_job("job_01jdpyb9w6n4v6t2c4xq7w8zb3"));
+    let ran = may_not.run(&["run", "--once"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let body = result_of("job_01jdpyb9w6n4v6t2c4xq7w8zb3").await;
+    assert_eq!(
+        (body["status"].clone(), body["rebooted"].clone()),
+        (json!("succeeded"), json!(false))
+    );
+    assert!(
+        body["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("does not permit reboot")),
+        "{body}"
+    );
+    assert!(!marker.exists());
+    assert_eq!(
+        root.must("dpkg-query", &["-W", "-f", "${Version}", "dpkg"]),
+        dpkg_before,
+        "no package changed"
+    );
+    std::fs::remove_file(root.file("/run/reboot-required")).ok();
+}
