@@ -264,7 +264,16 @@ export interface paths {
          *     the token is used up or revoked by then), and queues re-evaluation whenever an
          *     inventory is sent (even one the host reported before). Facts naming another host's
          *     `machine_id` are 403 `forbidden`.
-         * @description What people are shown is bounded (400 `invalid-request` naming the field): facts,
+         * @description `jobs` (decisions §20): jobs handed out before and not reported yet, again; a new job
+         *     only for a host of its proposal's current wave, while the rollout is not halted and
+         *     fewer than its `max_in_flight` jobs are out; a job that may reboot only while fewer than
+         *     the organization's `max_concurrent_reboots` hosts are rebooting (a host over the budget
+         *     gets its job with `reboot: never` now and a separate `reboot` job when a slot frees). A
+         *     host is rebooting from such a job handed out until its first check-in after the job's
+         *     result, at most 30 minutes. A job whose host no longer reports any of its packages as
+         *     upgradable is withdrawn (`cancelled`: the host left the proposal) instead.
+         *
+         *     What people are shown is bounded (400 `invalid-request` naming the field): facts,
          *     package and update fields, advisory ids, sources, severities and CVEs at most 255
          *     characters, advisory titles 1,000, advisory `url` at most 2,048 and only `https` (no
          *     user name or password in it), `agent_permissions` at most 64 entries; each update's
@@ -327,10 +336,13 @@ export interface paths {
         put?: never;
         /**
          * Report a job's result (signed like every agent call). The host's event list gains a
-         *     `job_ran` event; when every job of the proposal has reported, the proposal becomes
-         *     `applied` (all succeeded), `failed` (none did) or `partially_applied`. A job of another
-         *     host is 404; reporting a different status for a job already reported is 409
-         *     `invalid-state`.
+         *     `job_ran` event, and the proposal's rollout is judged (decisions §20): failed results
+         *     reaching `halt_after_failures` halt it (`proposal.halted`); the wave's last result
+         *     promotes the next wave at once when it needs no soak and no window. A job of a change
+         *     whose reboot the reboot budget held back is followed by a `reboot` job. When every wave
+         *     is done the proposal becomes `applied` (every host succeeded), `failed` (none did) or
+         *     `partially_applied`. A job of another host is 404; reporting a different status for a
+         *     job already reported (or withdrawn: `cancelled`) is 409 `invalid-state`.
          */
         post: operations["agentReportJobResult"];
         delete?: never;
@@ -581,7 +593,12 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change the organization's settings: `max_concurrent_reboots`, the reboot budget
+         *     (decisions §20). Admin and above; audited as `organization.updated`. A value outside
+         *     1–1,000,000 is 400 `invalid-request`; null lifts the limit; absent leaves it.
+         */
+        patch: operations["updateOrganization"];
         trace?: never;
     };
     "/v1/orgs/{org}/agent-releases": {
@@ -932,7 +949,10 @@ export interface paths {
         put?: never;
         /**
          * Decommission a host: every key it was certified for is revoked at once and it stops
-         *     counting for billing; enrolling the machine again binds it to a new key. An already decommissioned host is 409 `invalid-state`.
+         *     counting for billing; enrolling the machine again binds it to a new key. Its jobs not
+         *     reported yet are withdrawn (`cancelled`): it leaves the proposals going ahead, whose
+         *     waves may be done without it (decisions §20). An already decommissioned host is 409
+         *     `invalid-state`.
          */
         post: operations["decommissionHost"];
         delete?: never;
@@ -1222,7 +1242,9 @@ export interface paths {
          * Create a policy. Its proposals are computed in the background from the available
          *     updates of the hosts in its scope. A name in use is 409 `conflict`; a bad field (an
          *     unknown group, a malformed selector, an RRULE that never fires, an unknown time zone,
-         *     `asap_in_window` without a window) is 400 `invalid-request`.
+         *     `asap_in_window` without a window; a rollout wave of size 0, over 100 %, or neither a
+         *     count nor a percentage, a wave selector that does not parse, more waves than the hosts
+         *     the scope covers now) is 400 `invalid-request`, and nothing is stored.
          */
         post: operations["createPolicy"];
         delete?: never;
@@ -1241,11 +1263,12 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Preview a policy's scope and window without saving anything: how many live hosts the
-         *     scope covers now (hosts in at least one of `scope.groups`, every host when none is
-         *     named, that also match `scope.selector`), and the window's next five openings. The
-         *     same checks as `createPolicy` apply to these two fields (400 `invalid-request`).
-         *     Every member may preview (it reads hosts and groups only).
+         * Preview a policy's scope, window and rollout without saving anything: how many live
+         *     hosts the scope covers now (hosts in at least one of `scope.groups`, every host when
+         *     none is named, that also match `scope.selector`), the window's next five openings, and
+         *     how many of those hosts each rollout wave would take. The same checks as
+         *     `createPolicy` apply to these three fields (400 `invalid-request`, more waves than
+         *     hosts included). Every member may preview (it reads hosts and groups only).
          */
         post: operations["previewPolicy"];
         delete?: never;
@@ -1310,8 +1333,9 @@ export interface paths {
         };
         /**
          * A proposal in full: its changes grouped by package and both versions, with advisories;
-         *     who decided what; what approving would do to its hosts (`impact`, `warnings`); and up
-         *     to 100 of its hosts, each with its own impact.
+         *     who decided what; what approving would do to its hosts (`impact`, `warnings`); up to
+         *     100 of its hosts, each with its own impact and rollout wave; and, once it has gone
+         *     ahead, its rollout (decisions §20).
          */
         get: operations["getProposal"];
         put?: never;
@@ -1387,6 +1411,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{org}/proposals/{proposal_id}/halt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Halt a proposal's rollout by hand: no new jobs are handed out (jobs already handed out
+         *     finish and are recorded) until it is resumed. Announced as `proposal.halted` to every
+         *     channel that wants it (PagerDuty: a `trigger`) and audited. Operator and above. A
+         *     proposal that has not gone ahead (not approved, scheduled or applying), or whose
+         *     rollout is halted or done already, is 409 `invalid-state`; answers the rollout as it
+         *     now is.
+         */
+        post: operations["haltProposal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/orgs/{org}/proposals/{proposal_id}/impact": {
         parameters: {
             query?: never;
@@ -1424,6 +1472,28 @@ export interface paths {
          *     `not-decidable`.
          */
         post: operations["rejectProposal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{org}/proposals/{proposal_id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a halted rollout from the wave it halted in; the failures so far are set aside
+         *     (`halt_after_failures` counts afresh). A wave already done soaks and promotes as usual.
+         *     Audited; operator and above. A rollout that is not halted is 409 `invalid-state`;
+         *     answers the rollout as it now is.
+         */
+        post: operations["resumeProposal"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2196,6 +2266,17 @@ export interface components {
          */
         GroupSource: "static" | "label";
         /**
+         * HaltBody
+         * @description Why the proposal's rollout is halted by hand.
+         */
+        HaltBody: {
+            /**
+             * @description Why (1–2,000 characters); shown on the proposal and in the `proposal.halted`
+             *     notification.
+             */
+            reason: string;
+        };
+        /**
          * Host
          * @description A host. Fields the agent has not reported are null; JSON-shaped facts are passed through as
          *     the agent reported them.
@@ -2554,7 +2635,12 @@ export interface components {
             changes: components["schemas"]["JobChange"][];
             /** @description `job_` id; report the result to `/v1/agent/jobs/{id}/result`. */
             id: string;
-            /** @description `apply_updates` or `dist_upgrade`. */
+            /**
+             * @description `apply_updates`, `dist_upgrade`, or `reboot`: the reboot the organization's reboot
+             *     budget held back from an earlier job of the proposal, now that a slot is free (no
+             *     `changes`; reboot if the host needs it, as `reboot` allows and the agent's own
+             *     configuration permits).
+             */
             kind: string;
             /** @description The proposal (`prp_`) this job carries out. */
             proposal_id: string;
@@ -2853,11 +2939,18 @@ export interface components {
          * @description An event type a channel can ask for.
          * @enum {string}
          */
-        NotificationEventType: "proposal.opened" | "proposal.approved" | "proposal.scheduled" | "proposal.applied" | "proposal.failed" | "host.enrolled" | "host.offline" | "advisory.known_exploited";
+        NotificationEventType: "proposal.opened" | "proposal.approved" | "proposal.scheduled" | "proposal.applied" | "proposal.failed" | "proposal.halted" | "host.enrolled" | "host.offline" | "advisory.known_exploited";
         /** Organization */
         Organization: {
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: uint32
+             * @description At most this many of its hosts reboot at once (decisions §20); null: no limit. A host is
+             *     rebooting from a job that may reboot handed out until its first check-in after the
+             *     job's result, at most 30 minutes.
+             */
+            max_concurrent_reboots?: number | null;
             name: string;
             /**
              * @description free, team, business or enterprise: the plan in force now (its subscription's, else the
@@ -2870,6 +2963,19 @@ export interface components {
             slug: string;
             /** @description Whether members must sign in through single sign-on. */
             sso_enforced: boolean;
+        };
+        /**
+         * OrganizationPatch
+         * @description Changes to an organization's settings; an absent field is left as it is.
+         */
+        OrganizationPatch: {
+            /**
+             * Format: uint32
+             * @description At most this many hosts reboot at once (1–1,000,000); null: no limit. A job that may
+             *     reboot is handed out only while fewer hosts are rebooting; a host over the budget
+             *     installs its change at once and gets a separate `reboot` job when a slot frees.
+             */
+            max_concurrent_reboots?: number | null;
         };
         /**
          * Package
@@ -3110,6 +3216,8 @@ export interface components {
             reboot: components["schemas"]["Reboot"];
             /** Format: int32 */
             required_approvals: number;
+            /** @description How approved changes go out, its defaults filled in; null: every host at once. */
+            rollout?: (components["schemas"]["RolloutView"] & unknown) | null;
             scope: components["schemas"]["ScopeView"];
             /** Format: date-time */
             updated_at: string;
@@ -3145,6 +3253,13 @@ export interface components {
              * @description Distinct people who must approve a proposal (0 approves automatically; at most 20).
              */
             required_approvals: number;
+            /**
+             * @description How approved changes go out (decisions §20); absent: every host at once (one wave,
+             *     `rest`). Checked as written (sizes of at least 1 host or 1–100 %, selectors that parse,
+             *     distinct wave names) and against the hosts the scope covers now: more waves than hosts
+             *     is 400 `invalid-request`.
+             */
+            rollout?: (components["schemas"]["RolloutBody"] & unknown) | null;
             scope: components["schemas"]["Scope"];
             updates: components["schemas"]["Coverage"];
             /** @description Required when `apply` is `asap_in_window` or `reboot` is `in_window`. */
@@ -3152,7 +3267,7 @@ export interface components {
         };
         /**
          * PolicyPreview
-         * @description What a policy with this scope and window would cover now.
+         * @description What a policy with this scope, window and rollout would cover now.
          */
         PolicyPreview: {
             /**
@@ -3165,12 +3280,21 @@ export interface components {
              *     it would for a policy created now), soonest first; empty without a window.
              */
             openings: string[];
+            /**
+             * @description The rollout's waves with how many of those hosts each would take (canaries by their
+             *     selectors first, then by size), `rest` last when hosts are left; without a rollout one
+             *     wave, `rest`, of every host. A proposal's waves are cut from its own hosts (those that
+             *     need its change) when it goes ahead, so they may be smaller.
+             */
+            waves: components["schemas"]["WavePreview"][];
         };
         /**
          * PolicyPreviewBody
-         * @description A scope and window to preview, as a policy body writes them.
+         * @description A scope, window and rollout to preview, as a policy body writes them.
          */
         PolicyPreviewBody: {
+            /** @description The rollout whose wave sizes to show for the hosts the scope covers now. */
+            rollout?: (components["schemas"]["RolloutBody"] & unknown) | null;
             scope: components["schemas"]["Scope"];
             window?: components["schemas"]["WindowBody"] | null;
         };
@@ -3273,6 +3397,12 @@ export interface components {
             release_upgrade?: components["schemas"]["ProposalReleaseUpgrade"] & unknown;
             /** Format: int64 */
             required: number;
+            /**
+             * @description How it goes out (decisions §20): its waves and where each stands, once it has gone
+             *     ahead (approved or scheduled); absent before. A proposal whose policy had no rollout
+             *     goes out as one wave, `rest`, of every host.
+             */
+            rollout?: components["schemas"]["ProposalRollout"] & unknown;
             /** Format: date-time */
             scheduled_for?: string;
             /** Format: date-time */
@@ -3357,6 +3487,71 @@ export interface components {
             to: components["schemas"]["ProposalRelease"];
         };
         /**
+         * ProposalRollout
+         * @description The rollout of a proposal that has gone ahead (decisions §20).
+         */
+        ProposalRollout: {
+            /**
+             * Format: date-time
+             * @description When it halted; present only while `halted`.
+             */
+            halted_at?: string;
+            /** @description Why it halted; present only while `halted`. */
+            halted_reason?: string;
+            /**
+             * @description `waiting` (for the window: the proposal is scheduled, or its next wave waits for the
+             *     window to open), `running` (the current wave's hosts are getting their jobs),
+             *     `soaking` (the current wave is done; its soak time runs), `halted` (no new jobs until
+             *     resumed) or `done` (every wave is done). Values this build does not know pass through.
+             */
+            state: string;
+            /**
+             * Format: date-time
+             * @description When the soak ends (`soaking`) or the window opens (`waiting` with a wave done); absent
+             *     otherwise.
+             */
+            waiting_until?: string;
+            /**
+             * Format: uint32
+             * @description The current wave (0-based, into `waves`).
+             */
+            wave: number;
+            waves: components["schemas"]["ProposalRolloutWave"][];
+        };
+        /**
+         * ProposalRolloutWave
+         * @description A wave of a proposal going ahead, and where its hosts stand.
+         */
+        ProposalRolloutWave: {
+            /** Format: uint64 */
+            failed: number;
+            /**
+             * Format: uint64
+             * @description Hosts in the wave.
+             */
+            hosts: number;
+            /**
+             * Format: uint64
+             * @description Left the proposal before their job ran (decommissioned, or no longer needing the
+             *     change); counted neither way.
+             */
+            left: number;
+            /** @description As the policy named it; the last is `rest` when hosts were left after the others. */
+            name: string;
+            /**
+             * Format: uint64
+             * @description Without a job handed out yet.
+             */
+            pending: number;
+            /**
+             * Format: uint64
+             * @description With a job handed out and no result yet (or a reboot to come after their changes).
+             */
+            running: number;
+            /** Format: uint64 */
+            succeeded: number;
+        };
+        /**
          * @description What approving lets a job do about reboots.
          * @enum {string}
          */
@@ -3395,6 +3590,95 @@ export interface components {
              * @enum {string}
              */
             role: "owner" | "admin" | "operator" | "viewer";
+        };
+        /**
+         * RolloutBody
+         * @description How approved changes go out (decisions §20): in `waves`, each promoted when it is done (every
+         *     host has a result or left the proposal), at least `success_percent` of its results
+         *     succeeded, `soak_minutes` have passed since its last result, and (for `apply:
+         *     asap_in_window`) the window is open. Failed results across the proposal reaching
+         *     `halt_after_failures` halt it. Within a wave hosts come in a stable order (a hash of the
+         *     policy's id and the host's), canaries first; the hosts left after the last wave form the
+         *     wave `rest`. A proposal keeps the rollout its policy had when it opened.
+         */
+        RolloutBody: {
+            /**
+             * @description Failed results across the proposal that halt it: a count or a percentage of its hosts
+             *     (default 1). A resume counts afresh.
+             */
+            halt_after_failures?: (number | string) | null;
+            /**
+             * Format: uint32
+             * @description At most this many of the current wave's jobs out at once (handed out, no result yet);
+             *     default none.
+             */
+            max_in_flight?: number | null;
+            /**
+             * Format: uint32
+             * @description Minutes a done wave waits after its last result before the next begins: 0 (the
+             *     default) to 10,080.
+             */
+            soak_minutes?: number | null;
+            /**
+             * Format: uint32
+             * @description The least share of a done wave's results that must have succeeded for the next to
+             *     begin, 0–100 (default 100); below it the rollout halts.
+             */
+            success_percent?: number | null;
+            /**
+             * @description The waves, in order (at most 20); the policy must cover at least as many hosts as
+             *     there are waves when it is saved.
+             */
+            waves: components["schemas"]["RolloutWave"][];
+        };
+        /**
+         * RolloutView
+         * @description A policy's rollout, its defaults filled in.
+         */
+        RolloutView: {
+            /** @description A count of hosts (an integer, at least 1) or a percentage of the proposal's hosts as a string such as "25%" (1–100, rounded up to whole hosts). */
+            halt_after_failures: number | string;
+            /**
+             * Format: uint32
+             * @description Null: no cap.
+             */
+            max_in_flight?: number | null;
+            /** Format: uint32 */
+            soak_minutes: number;
+            /** Format: uint32 */
+            success_percent: number;
+            waves: components["schemas"]["RolloutWaveView"][];
+        };
+        /**
+         * RolloutWave
+         * @description One wave as a policy writes it.
+         */
+        RolloutWave: {
+            /**
+             * @description 1–63 characters, unique in the rollout; not `rest` (the wave of the hosts left after
+             *     the last one).
+             */
+            name: string;
+            /**
+             * @description A label selector (as groups and policies write them): matching hosts go into this wave
+             *     first (canaries), up to its size; canaries beyond it come later like any host.
+             */
+            selector?: string | null;
+            /**
+             * @description How many hosts: a count, or a percentage of the proposal's hosts rounded up (each
+             *     wave's own share, not cumulative). A wave takes at most what the waves before it left.
+             */
+            size: number | string;
+        };
+        /**
+         * RolloutWaveView
+         * @description A policy's wave as stored.
+         */
+        RolloutWaveView: {
+            name: string;
+            selector?: string | null;
+            /** @description A count of hosts (an integer, at least 1) or a percentage of the proposal's hosts as a string such as "25%" (1–100, rounded up to whole hosts). */
+            size: number | string;
         };
         /**
          * ScimEmail
@@ -3790,6 +4074,12 @@ export interface components {
             id: string;
             /** @description What the proposal's changes would do to this host (decisions §21). */
             impact: components["schemas"]["HostImpactView"] & unknown;
+            /**
+             * Format: uint32
+             * @description The rollout wave the host is in (0-based, into `rollout.waves`); null until the proposal
+             *     goes ahead (decisions §20).
+             */
+            wave?: number | null;
         };
         /**
          * UnitRestarts
@@ -3856,6 +4146,16 @@ export interface components {
         VerifyRequest: {
             /** @description The token from the emailed link. */
             token: string;
+        };
+        /**
+         * WavePreview
+         * @description How many of the hosts one wave would take.
+         */
+        WavePreview: {
+            /** Format: uint64 */
+            hosts: number;
+            /** @description As written; `rest` for the hosts left after the last. */
+            name: string;
         };
         /**
          * WindowBody
@@ -7078,6 +7378,98 @@ export interface operations {
                 headers: {
                     /** @description Whole seconds to wait before retrying. */
                     "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    updateOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json; charset=utf-8": components["schemas"]["OrganizationPatch"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Organization"];
+                };
+            };
+            /** @description `invalid-request`: the body or a parameter is not acceptable; nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthenticated`: no valid session or API token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: the caller's role lacks the right, a session-authenticated mutation lacks the `X-Service-Csrf` header, or an API token calls an operation that needs a person; `plan-required` or `sso-required` where the operation says so. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not-found`: no such resource here. A resource of another organization gives the same answer. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload-too-large`: the request body is over the size limit; nothing was read further or changed. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate-limited`: over the caller's share of the organization's request limit, the organization's limit, or a per-address limit. `Retry-After` says when to retry. */
+            429: {
+                headers: {
+                    /** @description The burst: requests allowed at once. */
+                    "RateLimit-Limit": number;
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
+            500: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -12102,6 +12494,109 @@ export interface operations {
             };
         };
     };
+    haltProposal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+                /** @description The proposal's id (`prp_`). */
+                proposal_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json; charset=utf-8": components["schemas"]["HaltBody"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["ProposalRollout"];
+                };
+            };
+            /** @description `invalid-request`: the body or a parameter is not acceptable; nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthenticated`: no valid session or API token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: the caller's role lacks the right, a session-authenticated mutation lacks the `X-Service-Csrf` header, or an API token calls an operation that needs a person; `plan-required` or `sso-required` where the operation says so. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not-found`: no such resource here. A resource of another organization gives the same answer. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `conflict`, or a refusal in the current state (`already-decided`, `not-decidable`, `preflight-failed`, `not-executable`, `invalid-state`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload-too-large`: the request body is over the size limit; nothing was read further or changed. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate-limited`: over the caller's share of the organization's request limit, the organization's limit, or a per-address limit. `Retry-After` says when to retry. */
+            429: {
+                headers: {
+                    /** @description The burst: requests allowed at once. */
+                    "RateLimit-Limit": number;
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listProposalImpact: {
         parameters: {
             query?: {
@@ -12305,6 +12800,96 @@ export interface operations {
                 headers: {
                     /** @description Whole seconds to wait before retrying. */
                     "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    resumeProposal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                org: string;
+                /** @description The proposal's id (`prp_`). */
+                proposal_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["ProposalRollout"];
+                };
+            };
+            /** @description `invalid-request`: the body or a parameter is not acceptable; nothing was changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthenticated`: no valid session or API token. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: the caller's role lacks the right, a session-authenticated mutation lacks the `X-Service-Csrf` header, or an API token calls an operation that needs a person; `plan-required` or `sso-required` where the operation says so. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not-found`: no such resource here. A resource of another organization gives the same answer. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `conflict`, or a refusal in the current state (`already-decided`, `not-decidable`, `preflight-failed`, `not-executable`, `invalid-state`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate-limited`: over the caller's share of the organization's request limit, the organization's limit, or a per-address limit. `Retry-After` says when to retry. */
+            429: {
+                headers: {
+                    /** @description The burst: requests allowed at once. */
+                    "RateLimit-Limit": number;
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
+            500: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
