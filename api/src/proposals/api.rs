@@ -592,12 +592,12 @@ async fn detail<C: ConnectionTrait>(
             .column(proposal_hosts::Column::HostId)
             .column(proposal_hosts::Column::Impact)
             .column(proposal_hosts::Column::Wave)
-        .filter(proposal_hosts::Column::ProposalId.eq(p.id))
-        .order_by_asc(proposal_hosts::Column::HostId)
-        .limit(MAX_TARGETS + 1)
-        .into_tuple()
-        .all(db)
-        .await?;
+            .filter(proposal_hosts::Column::ProposalId.eq(p.id))
+            .order_by_asc(proposal_hosts::Column::HostId)
+            .limit(MAX_TARGETS + 1)
+            .into_tuple()
+            .all(db)
+            .await?;
     let targets_complete = target_rows.len() as u64 <= MAX_TARGETS;
     let mut impacts: HashMap<Uuid, Option<JsonText<HostImpact>>> = HashMap::new();
     let mut waves: HashMap<Uuid, Option<i32>> = HashMap::new();

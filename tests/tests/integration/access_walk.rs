@@ -35,6 +35,11 @@ const fn in_person(least: Role) -> Rule {
 const RULES: &[(&str, &str, Rule)] = &[
     // read hosts, groups, proposals, policies: everyone.
     ("GET", "/v1/orgs/{org}", anyone(Role::Viewer)),
+    (
+        "GET",
+        "/v1/orgs/{org}/proposals/{proposal_id}/impact",
+        anyone(Role::Viewer),
+    ),
     ("GET", "/v1/orgs/{org}/hosts", anyone(Role::Viewer)),
     ("GET", "/v1/orgs/{org}/hosts/count", anyone(Role::Viewer)),
     (
@@ -116,6 +121,19 @@ const RULES: &[(&str, &str, Rule)] = &[
         "/v1/orgs/{org}/proposals/{proposal_id}/snooze",
         anyone(Role::Operator),
     ),
+    // halt and resume a rollout: operator and up (decisions §4, §20).
+    (
+        "POST",
+        "/v1/orgs/{org}/proposals/{proposal_id}/halt",
+        anyone(Role::Operator),
+    ),
+    (
+        "POST",
+        "/v1/orgs/{org}/proposals/{proposal_id}/resume",
+        anyone(Role::Operator),
+    ),
+    // organization settings (`max_concurrent_reboots`): admin and up.
+    ("PATCH", "/v1/orgs/{org}", anyone(Role::Admin)),
     (
         "PATCH",
         "/v1/orgs/{org}/hosts/{host_id}",
