@@ -7476,6 +7476,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listAgentReleases: {
@@ -12595,6 +12606,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     listProposalImpact: {
@@ -12890,6 +12912,17 @@ export interface operations {
             /** @description `internal`: an unexpected failure; the detail carries the request id to quote. */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `service-unavailable`: the database cannot serve the request now (no connection came free within 5 s, it cannot be reached, or its disk is full); nothing was changed. `Retry-After` says when to retry. */
+            503: {
+                headers: {
+                    /** @description Whole seconds to wait before retrying. */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -133,6 +133,7 @@ async fn host_job(
         created_at: Set(at),
         dispatched_at: Set(None),
         finished_at: Set(finished),
+        wave: Set(None),
     }
     .insert(&app.state.db.orm)
     .await
