@@ -3,7 +3,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { Page } from "@playwright/test";
+import type { Locator, Page } from "@playwright/test";
 
 function required(name: string): string {
   const value = process.env[name];
@@ -90,4 +90,9 @@ export function fleetSim(token: string, hosts: number, seed: number, extra: stri
 /** A full-page screenshot into the screenshots folder CI prints. */
 export async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(env.shots(), `${name}.png`), fullPage: true });
+}
+
+/** A screenshot of one part of a page (a panel), into the same folder. */
+export async function shotOf(part: Locator, name: string): Promise<void> {
+  await part.screenshot({ path: join(env.shots(), `${name}.png`) });
 }

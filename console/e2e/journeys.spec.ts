@@ -2,7 +2,7 @@
 // ones made (the owner, the hosts, the members, the policies and their proposals).
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type Browser, type BrowserContext, type Page } from "@playwright/test";
-import { emailedLink, env, fleetSim, shot, waitForEmail } from "./env";
+import { emailedLink, env, fleetSim, shot, shotOf, waitForEmail } from "./env";
 
 test.describe.configure({ mode: "serial" });
 
@@ -164,16 +164,16 @@ test("create a policy and see its next windows", async () => {
   await expect(page.getByRole("heading", { name: "One approval" })).toBeVisible();
 });
 
-async function proposalOf(policy: string): Promise<string> {
+async function proposalOf(policy: string, status = "open"): Promise<string> {
   const deadline = Date.now() + 90_000;
   for (;;) {
-    await page.goto("/orgs/acme/proposals?status=open");
+    await page.goto(`/orgs/acme/proposals?status=${status}`);
     const row = page.getByRole("row").filter({ hasText: policy }).first();
     if ((await row.count()) > 0) {
       const href = await row.getByRole("link").first().getAttribute("href");
       if (href) return href;
     }
-    if (Date.now() > deadline) throw new Error(`no open proposal of ${policy}`);
+    if (Date.now() > deadline) throw new Error(`no ${status} proposal of ${policy}`);
     await page.waitForTimeout(1000);
   }
 }
@@ -263,6 +263,79 @@ test("a viewer sees no approve button and no comment box", async () => {
   await expect(p.getByRole("combobox", { name: "Comment" })).toHaveCount(0);
   await expect(p.getByRole("heading", { name: "Discussion" })).toHaveCount(0);
   await accessible(p, "proposal as a viewer");
+});
+
+test("a policy that goes out in waves shows each wave's hosts before it is saved", async () => {
+  await page.getByRole("link", { name: "Policies" }).first().click();
+  await page.getByRole("link", { name: "New policy" }).click();
+  await page.getByLabel("Name", { exact: true }).fill("In waves");
+  await page.getByLabel("Approvals needed").fill("0");
+  await page.getByLabel("Go out in waves").check();
+  await page.getByLabel("Wave 1 name").fill("canary");
+  await page.getByLabel("Wave 1 size").fill("2");
+  await page.getByLabel("Wave 1 canaries (selector, optional)").fill("env=staging");
+  await page.getByRole("button", { name: "Add a wave" }).click();
+  await page.getByLabel("Wave 2 name").fill("half");
+  await page.getByLabel("Wave 2 size").fill("50%");
+  const sizes = page.getByRole("table", { name: "Wave sizes now" });
+  await expect(sizes.locator("tbody tr")).toHaveText([/canary\s*2/, /half\s*5/, /rest\s*3/]);
+  // A size the service refuses is said in its words, and nothing is saved.
+  await page.getByLabel("Wave 1 size").fill("0");
+  await expect(page.getByRole("alert").filter({ hasText: "waves[0].size" })).toBeVisible();
+  await page.getByLabel("Wave 1 size").fill("2");
+  await expect(sizes.locator("tbody tr").first()).toHaveText(/canary\s*2/);
+  await page.getByLabel("Halt after failures").fill("10%");
+  await page.getByLabel("Soak (minutes)").fill("30");
+  await shot(page, "policy-rollout");
+  await accessible(page, "policy form with a rollout");
+  await page.getByRole("button", { name: "Create policy" }).click();
+  await expect(page.getByRole("heading", { name: "In waves" })).toBeVisible();
+  await page.getByRole("link", { name: "Policies" }).first().click();
+  await expect(page.locator("article").filter({ hasText: "In waves" })).toContainText("canary 2 → half 50% → rest");
+});
+
+test("the proposal goes out wave by wave; an operator halts it and resumes it", async () => {
+  const inWaves = await proposalOf("In waves", "approved");
+  const p = await bob.newPage();
+  await p.goto(inWaves);
+  const rollout = p.getByRole("region", { name: "Rollout" });
+  await expect(p.getByTestId("rollout-state")).toContainText("running");
+  await expect(p.getByTestId("rollout-state")).toContainText(/wave 1 of \d+, canary/);
+  await expect(rollout.locator("tbody tr").first()).toContainText("canary");
+  await expect(rollout.locator("tbody tr").nth(1)).toContainText("half");
+  await p.getByRole("button", { name: "Halt rollout…" }).click();
+  await p.getByLabel("Reason for halting").fill("The canaries' mirror is stale.");
+  await p.getByRole("button", { name: "Halt: no new jobs" }).click();
+  await expect(p.getByTestId("rollout-state")).toContainText("halted");
+  await expect(p.getByTestId("halted-reason")).toHaveText("The canaries' mirror is stale.");
+  await shotOf(rollout, "proposal-rollout-halted");
+  await accessible(p, "proposal with a halted rollout");
+
+  const v = await vic.newPage();
+  await v.goto(inWaves);
+  await expect(v.getByTestId("rollout-state")).toContainText("halted");
+  await expect(v.getByRole("button", { name: "Resume rollout" })).toHaveCount(0);
+
+  await p.getByRole("button", { name: "Resume rollout" }).click();
+  await expect(p.getByTestId("rollout-state")).toContainText("running");
+  await expect(p.getByTestId("halted-reason")).toHaveCount(0);
+  await shotOf(rollout, "proposal-rollout");
+});
+
+test("an admin sets the reboot budget; an operator sees it and cannot change it", async () => {
+  await page.getByRole("link", { name: "Organization" }).click();
+  await expect(page.getByTestId("reboot-budget")).toHaveText("No limit: any number of hosts may reboot at once.");
+  await page.getByLabel("Limit how many hosts reboot at once").check();
+  await page.getByLabel("Hosts rebooting at once, at most").fill("2");
+  await page.getByRole("button", { name: "Save reboot budget" }).click();
+  await expect(page.getByTestId("reboot-budget")).toHaveText("At most 2 hosts reboot at once.");
+  await shot(page, "organization");
+  await accessible(page, "organization");
+  const p = await bob.newPage();
+  await p.goto("/orgs/acme/settings");
+  await expect(p.getByTestId("reboot-budget")).toHaveText("At most 2 hosts reboot at once.");
+  await expect(p.getByRole("button", { name: "Save reboot budget" })).toHaveCount(0);
+  await expect(p.getByText("Admins change it.")).toBeVisible();
 });
 
 test("make a webhook channel, send a test, see the delivery", async () => {

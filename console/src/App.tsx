@@ -16,6 +16,7 @@ import { ApiTokensPage } from "./identity/ApiTokens";
 import { AuditPage } from "./identity/Audit";
 import { AcceptInvitationPage, SignInPage, SignUpPage, VerifyPage } from "./identity/Auth";
 import { MembersPage } from "./identity/Members";
+import { OrganizationPage } from "./identity/Organization";
 import { ProfilePage } from "./identity/Profile";
 import { SsoPage } from "./identity/Sso";
 import { ChannelDetailPage, NotificationsPage } from "./notifications/Channels";
@@ -65,6 +66,7 @@ const ORG_NAV: { path: string; label: string; need?: "operate" | "manage" | "adm
   { path: "policies", label: "Policies" },
   { path: "enrollment-tokens", label: "Enrolment", need: "manage" },
   { path: "notifications", label: "Notifications" },
+  { path: "settings", label: "Organization" },
   { path: "members", label: "Members", need: "administer" },
   { path: "api-tokens", label: "API tokens", need: "administer" },
   { path: "audit", label: "Audit log", need: "administer" },
@@ -205,6 +207,7 @@ function OrgPages() {
                 {(p) => <ChannelDetailPage org={org} id={p.id} />}
               </Route>
               <Route path="/orgs/:org/members">{() => <MembersPage org={org} />}</Route>
+              <Route path="/orgs/:org/settings">{() => <OrganizationPage org={org} />}</Route>
               <Route path="/orgs/:org/api-tokens">{() => <ApiTokensPage org={org} />}</Route>
               <Route path="/orgs/:org/audit">{() => <AuditPage org={org} />}</Route>
               <Route path="/orgs/:org/sso">{() => <SsoPage org={org} />}</Route>

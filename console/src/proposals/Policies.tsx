@@ -1,6 +1,7 @@
 // Policies: which hosts they cover (groups and a label selector, the count live while it is
 // written), how many approvals their proposals need, when changes may go out (a maintenance
-// window with its next five openings in the window's own time zone) and reboot rules.
+// window with its next five openings in the window's own time zone), reboot rules, and how
+// approved changes go out (a rollout in waves, each wave's size for the hosts covered now).
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link, useLocation } from "wouter";
@@ -10,6 +11,46 @@ import { ConfirmButton, Empty, ErrorNote, Field, Loaded, PageTitle, Pager, When,
 
 type Policy = Schemas["Policy"];
 type Body = Schemas["PolicyBody"];
+type Rollout = Schemas["RolloutBody"];
+
+/** A wave as the form holds it: the size as typed ("2" or "25%"). */
+interface WaveRow {
+  name: string;
+  size: string;
+  selector: string;
+}
+
+/** "2" as a count, anything else ("25%", or a mistake the service names) as typed. */
+function amount(text: string): number | string {
+  const t = text.trim();
+  return /^\d+$/.test(t) ? Number(t) : t;
+}
+
+/** A policy's rollout in a line: "canary 2 → half 50% → rest". */
+function rolloutLine(rollout: Schemas["RolloutView"]): string {
+  return [...rollout.waves.map((w) => `${w.name} ${w.size}`), "rest"].join(" → ");
+}
+
+function WaveSizes({ waves }: { waves: Schemas["WavePreview"][] }) {
+  return (
+    <table className="waves" aria-label="Wave sizes now">
+      <thead>
+        <tr>
+          <th scope="col">Wave</th>
+          <th scope="col">Hosts now</th>
+        </tr>
+      </thead>
+      <tbody>
+        {waves.map((w, i) => (
+          <tr key={`${i}-${w.name}`}>
+            <td>{w.name}</td>
+            <td>{w.hosts.toLocaleString()}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
 
 function Openings({ openings, zone }: { openings: string[]; zone: string }) {
   if (openings.length === 0) return <p className="muted">The window never opens again.</p>;
@@ -106,6 +147,10 @@ function PolicyCard({ org, policy: p }: { org: string; policy: Policy }) {
           <dt>Reboots</dt>
           <dd>{p.reboot.replace(/_/g, " ")}</dd>
         </div>
+        <div>
+          <dt>Rollout</dt>
+          <dd>{p.rollout ? rolloutLine(p.rollout) : "every host at once"}</dd>
+        </div>
       </dl>
       {p.window && (
         <>
@@ -149,6 +194,18 @@ function PolicyForm({ org, existing }: { org: string; existing?: Policy }) {
   const [rrule, setRrule] = useState(existing?.window?.rrule ?? "FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0");
   const [duration, setDuration] = useState(existing?.window?.duration_minutes ?? 120);
   const [zone, setZone] = useState(existing?.window?.time_zone ?? Intl.DateTimeFormat().resolvedOptions().timeZone ?? "UTC");
+  const [inWaves, setInWaves] = useState(Boolean(existing?.rollout));
+  const [waves, setWaves] = useState<WaveRow[]>(
+    existing?.rollout?.waves.map((w) => ({ name: w.name, size: String(w.size), selector: w.selector ?? "" })) ?? [
+      { name: "canary", size: "1", selector: "" },
+    ],
+  );
+  const [soak, setSoak] = useState(existing?.rollout?.soak_minutes ?? 0);
+  const [success, setSuccess] = useState(existing?.rollout?.success_percent ?? 100);
+  const [haltAfter, setHaltAfter] = useState(String(existing?.rollout?.halt_after_failures ?? "1"));
+  const [maxInFlight, setMaxInFlight] = useState(existing?.rollout?.max_in_flight?.toString() ?? "");
+  const setWave = (i: number, change: Partial<WaveRow>) =>
+    setWaves((ws) => ws.map((w, j) => (j === i ? { ...w, ...change } : w)));
 
   const allGroups = useQuery({
     queryKey: ["groups", org, "all"],
@@ -157,9 +214,18 @@ function PolicyForm({ org, existing }: { org: string; existing?: Policy }) {
 
   const windowRule = hasWindow ? { rrule, duration_minutes: duration, time_zone: zone } : null;
   const scope = { groups, selector: selector.trim() || null };
-  const previewInput = useDebounced({ scope, window: windowRule }, 400);
+  const rollout: Rollout | null = inWaves
+    ? {
+        waves: waves.map((w) => ({ name: w.name.trim(), size: amount(w.size), selector: w.selector.trim() || null })),
+        soak_minutes: soak,
+        success_percent: success,
+        halt_after_failures: amount(haltAfter),
+        max_in_flight: maxInFlight.trim() ? Number(maxInFlight) : null,
+      }
+    : null;
+  const previewInput = useDebounced({ scope, window: windowRule, rollout }, 400);
   const preview = useQuery({
-    queryKey: ["policy-preview", org, previewInput.scope, previewInput.window],
+    queryKey: ["policy-preview", org, previewInput.scope, previewInput.window, previewInput.rollout],
     queryFn: async () =>
       unwrap(await api.POST("/v1/orgs/{org}/policies/preview", { params: { path: { org } }, body: previewInput })),
     placeholderData: keepPreviousData,
@@ -176,6 +242,7 @@ function PolicyForm({ org, existing }: { org: string; existing?: Policy }) {
     auto_merge: autoMerge,
     min_severity: (minSeverity || null) as Body["min_severity"],
     window: windowRule,
+    rollout,
   };
   const save = useMutation({
     mutationFn: async () =>
@@ -323,6 +390,71 @@ function PolicyForm({ org, existing }: { org: string; existing?: Policy }) {
               <p className="muted">…</p>
             )}
           </section>
+        </fieldset>
+        <fieldset className="panel span2" disabled={readOnly}>
+          <legend>Rollout</legend>
+          <label className="check">
+            <input type="checkbox" checked={inWaves} onChange={(e) => setInWaves(e.target.checked)} />
+            Go out in waves
+          </label>
+          {!inWaves && <p className="hint">Without waves every host gets the change at its next check-in.</p>}
+          {inWaves && (
+            <>
+              <p className="hint">
+                Each wave takes a count of hosts or a share of the proposal's hosts (&quot;25%&quot;); hosts a wave&apos;s selector
+                matches go into it first (canaries); the hosts left after the last wave form <code>rest</code>. A wave begins when the
+                one before it is done and soaked.
+              </p>
+              <ol className="wave-rows">
+                {waves.map((w, i) => (
+                  <li key={i}>
+                    <Field label={`Wave ${i + 1} name`}>
+                      {(id) => <input id={id} required value={w.name} onChange={(e) => setWave(i, { name: e.target.value })} />}
+                    </Field>
+                    <Field label={`Wave ${i + 1} size`}>
+                      {(id) => (
+                        <input id={id} required value={w.size} placeholder="2 or 25%" onChange={(e) => setWave(i, { size: e.target.value })} />
+                      )}
+                    </Field>
+                    <Field label={`Wave ${i + 1} canaries (selector, optional)`}>
+                      {(id) => (
+                        <input id={id} value={w.selector} placeholder="canary=true" onChange={(e) => setWave(i, { selector: e.target.value })} />
+                      )}
+                    </Field>
+                    <button type="button" onClick={() => setWaves((ws) => ws.filter((_, j) => j !== i))}>
+                      Remove wave {i + 1}
+                    </button>
+                  </li>
+                ))}
+              </ol>
+              <button
+                type="button"
+                onClick={() => setWaves((ws) => [...ws, { name: `wave ${ws.length + 1}`, size: "25%", selector: "" }])}
+                disabled={waves.length >= 20}
+              >
+                Add a wave
+              </button>
+              <div className="grid2">
+                <Field label="Soak (minutes)" hint="How long a done wave waits after its last result.">
+                  {(id) => <input id={id} type="number" min={0} max={10080} value={soak} onChange={(e) => setSoak(Number(e.target.value))} />}
+                </Field>
+                <Field label="Success needed (%)" hint="Below it, the rollout halts when the wave is done.">
+                  {(id) => (
+                    <input id={id} type="number" min={0} max={100} value={success} onChange={(e) => setSuccess(Number(e.target.value))} />
+                  )}
+                </Field>
+                <Field label="Halt after failures" hint="A count or a share of the proposal's hosts (5%).">
+                  {(id) => <input id={id} required value={haltAfter} onChange={(e) => setHaltAfter(e.target.value)} />}
+                </Field>
+                <Field label="At most in flight (optional)" hint="Jobs of the wave out at once.">
+                  {(id) => (
+                    <input id={id} type="number" min={1} value={maxInFlight} onChange={(e) => setMaxInFlight(e.target.value)} />
+                  )}
+                </Field>
+              </div>
+              {preview.data && !preview.error && <WaveSizes waves={preview.data.waves} />}
+            </>
+          )}
         </fieldset>
         {!readOnly && (
           <div className="buttons span2">

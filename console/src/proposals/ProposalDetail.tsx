@@ -2,14 +2,15 @@
 // restarts, installs and removals, shown before the approve button); its changes grouped by
 // package with both versions, advisories and changelog entries; its targets and preflight;
 // approval progress (who approved, how many more); the decisions (approve, reject with a reason,
-// snooze until) for those who may decide; and the discussion, which a viewer does not see
-// (decisions §4).
+// snooze until) for those who may decide; once it has gone ahead, its rollout wave by wave with
+// halt and resume for operators (decisions §20); and the discussion, which a viewer does not
+// see (decisions §4).
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "wouter";
 import { api, unwrap, type Schemas } from "../api/client";
 import { useRights } from "../api/session";
-import { ErrorNote, Field, Kev, Loaded, PageTitle, Status, When } from "../ui/kit";
+import { Badge, ErrorNote, Field, Kev, Loaded, PageTitle, Status, When } from "../ui/kit";
 import { Comments } from "./Comments";
 import { ImpactBadges, ImpactPanel } from "./Impact";
 
@@ -31,6 +32,7 @@ export function ProposalDetailPage({ org, id }: { org: string; id: string }) {
             <Link href={`/orgs/${org}/proposals`}>Proposals</Link> / #{p.number} <Status value={p.status} />{" "}
             <Status value={p.max_severity ?? "unrated"} /> {p.known_exploited && <Kev />}
           </p>
+          {p.rollout && <Rollout org={org} proposal={p} rollout={p.rollout} operate={rights.operate} />}
           <ImpactPanel org={org} proposal={p} />
           <div className="grid2">
             <Progress proposal={p} />
@@ -218,6 +220,146 @@ function Decide({ org, proposal: p }: { org: string; proposal: Detail }) {
   );
 }
 
+const ROLLOUT_STATE: Record<string, string> = {
+  waiting: "waiting for the window",
+  running: "running",
+  soaking: "soaking",
+  halted: "halted",
+  done: "done",
+};
+
+function Rollout({
+  org,
+  proposal: p,
+  rollout: r,
+  operate,
+}: {
+  org: string;
+  proposal: Detail;
+  rollout: Schemas["ProposalRollout"];
+  operate: boolean;
+}) {
+  const queries = useQueryClient();
+  const [halting, setHalting] = useState(false);
+  const [reason, setReason] = useState("");
+  const path = { org, proposal_id: p.id };
+  const done = () => {
+    void queries.invalidateQueries({ queryKey: ["proposal", org, p.id] });
+    setHalting(false);
+    setReason("");
+  };
+  const halt = useMutation({
+    mutationFn: async () =>
+      unwrap(await api.POST("/v1/orgs/{org}/proposals/{proposal_id}/halt", { params: { path }, body: { reason: reason.trim() } })),
+    onSuccess: done,
+  });
+  const resume = useMutation({
+    mutationFn: async () => unwrap(await api.POST("/v1/orgs/{org}/proposals/{proposal_id}/resume", { params: { path } })),
+    onSuccess: done,
+  });
+  const halted = r.state === "halted";
+  const current = r.waves[r.wave];
+  return (
+    <section className={`panel ${halted ? "warn" : ""}`} aria-labelledby="rollout">
+      <h2 id="rollout">Rollout</h2>
+      <p data-testid="rollout-state">
+        <Badge tone={halted ? "bad" : r.state === "done" ? "good" : "info"}>{ROLLOUT_STATE[r.state] ?? r.state}</Badge>{" "}
+        {r.state !== "done" && current && (
+          <>
+            wave {r.wave + 1} of {r.waves.length}, <strong>{current.name}</strong>
+          </>
+        )}
+        {r.waiting_until && (
+          <>
+            {" "}
+            until <When at={r.waiting_until} />
+          </>
+        )}
+      </p>
+      {halted && r.halted_reason && (
+        <p>
+          Halted{r.halted_at && (
+            <>
+              {" "}
+              <When at={r.halted_at} />
+            </>
+          )}
+          : <q data-testid="halted-reason">{r.halted_reason}</q> Jobs already handed out finish; no new ones until it is resumed.
+        </p>
+      )}
+      <div className="table-wrap">
+        <table className="waves">
+          <thead>
+            <tr>
+              <th scope="col">Wave</th>
+              <th scope="col">Hosts</th>
+              <th scope="col">Pending</th>
+              <th scope="col">Running</th>
+              <th scope="col">Succeeded</th>
+              <th scope="col">Failed</th>
+              <th scope="col">Left</th>
+              <th scope="col">Progress</th>
+            </tr>
+          </thead>
+          <tbody>
+            {r.waves.map((w, i) => (
+              <tr key={`${i}-${w.name}`} aria-current={i === r.wave && r.state !== "done" ? "step" : undefined}>
+                <th scope="row">{w.name}</th>
+                <td>{w.hosts}</td>
+                <td>{w.pending}</td>
+                <td>{w.running}</td>
+                <td>{w.succeeded}</td>
+                <td className={w.failed > 0 ? "bad" : undefined}>{w.failed}</td>
+                <td>{w.left}</td>
+                <td>
+                  <progress
+                    max={Math.max(w.hosts, 1)}
+                    value={w.succeeded + w.failed + w.left}
+                    aria-label={`Wave ${w.name}: ${w.succeeded + w.failed + w.left} of ${w.hosts} done`}
+                  />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {operate && (
+        <>
+          <div className="buttons">
+            {halted ? (
+              <button type="button" className="primary" onClick={() => resume.mutate()} disabled={resume.isPending}>
+                Resume rollout
+              </button>
+            ) : (
+              r.state !== "done" && (
+                <button type="button" className="danger" onClick={() => setHalting(!halting)} aria-expanded={halting}>
+                  Halt rollout…
+                </button>
+              )
+            )}
+          </div>
+          {halting && !halted && (
+            <form
+              onSubmit={(e) => {
+                e.preventDefault();
+                halt.mutate();
+              }}
+            >
+              <Field label="Reason for halting">
+                {(id) => <textarea id={id} required rows={2} value={reason} onChange={(e) => setReason(e.target.value)} />}
+              </Field>
+              <button type="submit" className="danger" disabled={halt.isPending}>
+                Halt: no new jobs
+              </button>
+            </form>
+          )}
+          <ErrorNote error={halt.error ?? resume.error} />
+        </>
+      )}
+    </section>
+  );
+}
+
 function Changes({ proposal: p }: { proposal: Detail }) {
   return (
     <section className="panel" aria-labelledby="changes">
@@ -322,6 +464,9 @@ function Targets({ org, proposal: p }: { org: string; proposal: Detail }) {
         {p.targets.map((t) => (
           <li key={t.id}>
             <Link href={`/orgs/${org}/hosts/${t.id}`}>{t.display_name ?? t.hostname}</Link> <ImpactBadges impact={t.impact} />
+            {p.rollout && t.wave !== null && t.wave !== undefined && (
+              <span className="muted small"> · {p.rollout.waves[t.wave]?.name ?? `wave ${t.wave + 1}`}</span>
+            )}
           </li>
         ))}
       </ul>
