@@ -1,6 +1,7 @@
 //! The reference agent on a real Debian root (issue 28's acceptance): enrolled against a test
 //! service, it reports the root's real dpkg database and apt's updates (security from the
-//! security suite), each with the impact apt's simulation gives; an approved proposal is
+//! security suite), each with the impact apt's simulation gives (and the proposal says so before
+//! it is approved); an approved proposal is
 //! applied with apt in the root and ends `applied`. A package held after approval is refused
 //! with a clear log; a dependency gone from the repository fails the job with apt's output and
 //! nothing half-applied.
@@ -237,8 +238,43 @@ async fn a_debian_host_reports_its_real_packages_and_applies_an_approved_proposa
             .is_some_and(|u| u.len() == 6)
     );
 
-    // Approve; the next run applies it in the root.
+    // Approve, having seen what it does (decisions §21): the proposal says what the agent
+    // worked out, unit and new package included; the next run applies it in the root.
     let proposal = service.proposal().await;
+    let impact = &proposal["impact"];
+    assert_eq!(
+        (
+            &impact["hosts"],
+            &impact["hosts_unknown"],
+            &impact["hosts_rebooting"]
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(0),
+            &serde_json::json!(0)
+        ),
+        "{impact:#}"
+    );
+    assert_eq!(
+        impact["restarts"],
+        serde_json::json!([{"unit": "fleet-daemon.service", "hosts": 1}])
+    );
+    assert!(
+        impact["installs"]
+            .as_array()
+            .is_some_and(|i| i.contains(&serde_json::json!({"name": "fleet-dep-new", "hosts": 1}))),
+        "{impact:#}"
+    );
+    assert_eq!(
+        proposal["warnings"],
+        serde_json::json!([
+            "Restarts fleet-daemon.service on 1 of 1 host, more than half of them at once."
+        ])
+    );
+    assert_eq!(
+        proposal["targets"][0]["impact"]["restarts"],
+        serde_json::json!(["fleet-daemon.service"])
+    );
     let id = proposal["id"].as_str().unwrap_or_default().to_owned();
     service.approve(&id).await;
     let second = agent.run(&["run", "--once"]).await;
