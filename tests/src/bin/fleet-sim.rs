@@ -25,6 +25,10 @@
 //! `reboot` allows it (`immediate` or `in_window`) and a `reboot` job (decisions §20: the
 //! reboot the organization's reboot budget held back) reboot a host that needs it (its
 //! `reboot_required` then reads false), reported `rebooted: true`. The summary counts them.
+//! For rollouts (decisions §20, tests `rollout_black_box`): `--fail-jobs 3` fails the third job
+//! the fleet is handed whichever host gets it, `--need-reboot` has every host need a reboot,
+//! `--job-ms` makes each job take that long, and `--job-log` records every check-in's jobs and
+//! every result with their times.
 //!
 //! Benchmark phases (`--phases`, used by `bench-fleet`; BENCHMARKS.md "Fleet inventory"): after
 //! enrolling every host and one full check-in each, run timed phases one after the other, each
@@ -151,6 +155,25 @@ struct Args {
     /// Every host whose index is a multiple of N fails the jobs it is handed (0: none fails).
     #[arg(long, default_value_t = 0)]
     fail_every: usize,
+    /// These jobs fail, by the order in which the fleet was first handed them (1-based,
+    /// comma-separated, counted across every host): `--fail-jobs 3` fails the third job handed
+    /// out, whichever host it went to.
+    #[arg(long, value_delimiter = ',')]
+    fail_jobs: Vec<u64>,
+    /// Every host needs a reboot (`reboot_required: true`) until a job lets it reboot.
+    #[arg(long)]
+    need_reboot: bool,
+    /// How long each job takes before its result is reported, in milliseconds (the host does
+    /// not check in meanwhile, as a busy agent does not).
+    #[arg(long, default_value_t = 0)]
+    job_ms: u64,
+    /// Appends one JSON line per check-in (`{"event":"check_in", host, sent_ms, answered_ms,
+    /// jobs: [{id, kind, reboot}]}`) and per job result (`{"event":"result", host, job, kind,
+    /// status, rebooted, sent_ms, answered_ms}`) to this file; times are Unix milliseconds of
+    /// the request being sent and its answer read, so a test can tell what the service handed
+    /// out when (tests `rollout_black_box`).
+    #[arg(long)]
+    job_log: Option<std::path::PathBuf>,
 }
 
 impl Args {
@@ -519,6 +542,38 @@ struct Counters {
     jobs: AtomicU64,
     failed_jobs: AtomicU64,
     reboots: AtomicU64,
+    /// Each job id handed out, with its place in the order the fleet was first handed them
+    /// (`--fail-jobs`).
+    handed: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    /// `--job-log`.
+    log: Option<std::sync::Mutex<std::fs::File>>,
+}
+
+impl Counters {
+    /// The place of `job` in the order the fleet was first handed its jobs (1-based).
+    fn ordinal(&self, job: &str) -> u64 {
+        let Ok(mut handed) = self.handed.lock() else {
+            return 0;
+        };
+        let next = handed.len() as u64 + 1;
+        *handed.entry(job.to_owned()).or_insert(next)
+    }
+
+    /// One line of `--job-log`.
+    fn log(&self, line: &Value) {
+        use std::io::Write;
+        if let Some(file) = &self.log
+            && let Ok(mut file) = file.lock()
+        {
+            // One write per line, so a reader never sees half of one.
+            let _ = file.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+}
+
+/// Unix milliseconds now (`--job-log`).
+fn unix_ms() -> i64 {
+    platform::clock::Clock::now(&platform::clock::SystemClock).timestamp_millis()
 }
 
 /// Whether a job lets the host reboot (a simulated host has no window to consult: `in_window`
@@ -542,7 +597,11 @@ async fn run_jobs(
 ) -> anyhow::Result<()> {
     let fails = args.fail_every > 0 && index.is_multiple_of(args.fail_every);
     for job in jobs {
-        let failed = fails && job.kind != "reboot";
+        let ordinal = counters.ordinal(&job.id);
+        let failed = (fails && job.kind != "reboot") || args.fail_jobs.contains(&ordinal);
+        if args.job_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(args.job_ms)).await;
+        }
         let rebooted = !failed && reboot_allowed(job) && *reboot_required == Some(true);
         if rebooted {
             *reboot_required = Some(false);
@@ -576,6 +635,7 @@ async fn run_jobs(
             agent.key_id.as_deref().unwrap_or_default(),
             &nonce,
         );
+        let sent_ms = unix_ms();
         let response = client
             .post(format!("{}{path}", args.url))
             .header("content-type", "application/json")
@@ -588,6 +648,9 @@ async fn run_jobs(
         if !response.status().is_success() {
             bail!("job {} result: {}", job.id, response.status());
         }
+        counters.log(&json!({"event": "result", "host": agent.hostname, "job": job.id,
+                             "kind": job.kind, "status": if failed { "failed" } else { "succeeded" },
+                             "rebooted": rebooted, "sent_ms": sent_ms, "answered_ms": unix_ms()}));
         counters.jobs.fetch_add(1, Ordering::Relaxed);
         if failed {
             counters.failed_jobs.fetch_add(1, Ordering::Relaxed);
@@ -794,6 +857,17 @@ async fn main() -> anyhow::Result<()> {
         jobs: AtomicU64::new(0),
         failed_jobs: AtomicU64::new(0),
         reboots: AtomicU64::new(0),
+        handed: std::sync::Mutex::default(),
+        log: match &args.job_log {
+            Some(path) => Some(std::sync::Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("--job-log {}", path.display()))?,
+            )),
+            None => None,
+        },
     });
     let permits = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
     let started = Instant::now();
@@ -844,7 +918,11 @@ async fn main() -> anyhow::Result<()> {
                 None,
                 args.impacts_of(index),
             );
-            let mut reboot_required = full.reboot_required;
+            let mut reboot_required = if args.need_reboot {
+                Some(true)
+            } else {
+                full.reboot_required
+            };
             {
                 let _permit = permits.acquire().await.ok();
                 let token = &tokens[token_of(index, tokens.len())];
@@ -872,7 +950,19 @@ async fn main() -> anyhow::Result<()> {
                     let light = unchanged(&full.facts, &full.inventory_digest, reboot_required);
                     let mut body = if send_full { full.clone() } else { light };
                     body.reboot_required = reboot_required;
-                    match check_in_answer(&client, &args, &authority, &agent, &body).await {
+                    let sent_ms = unix_ms();
+                    let answer = check_in_answer(&client, &args, &authority, &agent, &body).await;
+                    if let Ok(answer) = &answer {
+                        let jobs: Vec<Value> = answer
+                            .jobs
+                            .iter()
+                            .map(|j| json!({"id": j.id, "kind": j.kind, "reboot": j.reboot}))
+                            .collect();
+                        counters.log(&json!({"event": "check_in", "host": hostname,
+                                             "sent_ms": sent_ms, "answered_ms": unix_ms(),
+                                             "jobs": jobs}));
+                    }
+                    match answer {
                         Ok(answer) => run_jobs(
                             &client,
                             &args,

@@ -20,7 +20,7 @@ const API: &str = env!("CARGO_BIN_EXE_fleet-api");
 const SIM: &str = env!("CARGO_BIN_EXE_fleet-sim");
 const HOSTS: usize = 40;
 /// How long the program may take for each step on a loaded machine.
-const PATIENCE: Duration = Duration::from_secs(120);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(120);
 
 /// The sign-up token, from the emailed message in `data/outbox` (no SMTP is configured).
 fn emailed_token(dir: &Path) -> Option<String> {
@@ -39,7 +39,7 @@ fn emailed_token(dir: &Path) -> Option<String> {
 }
 
 /// Asks `check` every 200 ms until it gives a value (the program runs on the real clock).
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+pub(crate) async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     what: &str,
     mut check: impl FnMut() -> F,
 ) -> T {
@@ -53,16 +53,23 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
-struct Program {
-    child: Child,
-    base: String,
+/// The `api` program running in a working directory of its own.
+pub(crate) struct Program {
+    pub(crate) child: Child,
+    pub(crate) base: String,
     _dir: tempfile::TempDir,
-    dir: std::path::PathBuf,
+    pub(crate) dir: std::path::PathBuf,
 }
 
 async fn start() -> Program {
+    start_with("impact-black-box", &[]).await
+}
+
+/// Starts the `api` program on its embedded default in a new temporary directory, with these
+/// variables besides the bind address, base URL and a rate limit no test reaches.
+pub(crate) async fn start_with(prefix: &str, env: &[(&str, &str)]) -> Program {
     let temp = tempfile::Builder::new()
-        .prefix("impact-black-box")
+        .prefix(prefix)
         .tempdir()
         .expect("a working directory");
     let dir = temp.path().to_owned();
@@ -81,6 +88,7 @@ async fn start() -> Program {
         .env("RATE_LIMIT_BURST", "100000")
         .env("RATE_LIMIT_PER_SECOND", "100000")
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -108,7 +116,7 @@ async fn start() -> Program {
 }
 
 /// Signs up `acme` through the emailed link; an admin API token.
-async fn admin_token(program: &Program, client: &Client) -> String {
+pub(crate) async fn admin_token(program: &Program, client: &Client) -> String {
     let base = &program.base;
     let signed_up = client
         .post(format!("{base}/v1/auth/sign-up"))
@@ -154,7 +162,7 @@ async fn admin_token(program: &Program, client: &Client) -> String {
     made["token"].as_str().expect("the token").to_owned()
 }
 
-async fn get(client: &Client, url: &str, token: &str) -> Value {
+pub(crate) async fn get(client: &Client, url: &str, token: &str) -> Value {
     let answer = client
         .get(url)
         .bearer_auth(token)

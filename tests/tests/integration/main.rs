@@ -30,6 +30,7 @@ mod rate_limits;
 mod reboots;
 mod replicas;
 mod retention;
+mod rollout_black_box;
 mod rollout_replicas;
 mod rollouts;
 mod scim;
