@@ -24,7 +24,13 @@ impl TestDatabase {
     }
 
     pub async fn create() -> TestDatabase {
-        match Self::postgres_url() {
+        Self::create_on(Self::postgres_url()).await
+    }
+
+    /// A new database on the Postgres server of `admin_url` (a database it can connect to as a
+    /// user who may create databases), or SQLite when there is none.
+    pub async fn create_on(server: Option<String>) -> TestDatabase {
+        match server {
             Some(admin_url) => {
                 let name = format!("t_{}", uuid::Uuid::now_v7().simple());
                 let mut admin = PgConnection::connect(&admin_url)
@@ -44,12 +50,22 @@ impl TestDatabase {
                     name,
                 }
             }
-            None => {
-                let dir = tempfile::tempdir().expect("temp dir");
-                let url = format!("sqlite://{}/service.db?mode=rwc", dir.path().display());
-                TestDatabase::Sqlite { url, _dir: dir }
-            }
+            None => Self::sqlite(),
         }
+    }
+
+    /// A SQLite database (the embedded default) whatever `TEST_DATABASE_URL` says, for tests of
+    /// what only the embedded default does (its file, its disk).
+    pub fn sqlite() -> TestDatabase {
+        Self::sqlite_in(&std::env::temp_dir())
+    }
+
+    /// [`TestDatabase::sqlite`] in a new directory under `parent` (a small disk of the test's
+    /// own, say).
+    pub fn sqlite_in(parent: &std::path::Path) -> TestDatabase {
+        let dir = tempfile::tempdir_in(parent).expect("temp dir");
+        let url = format!("sqlite://{}/service.db?mode=rwc", dir.path().display());
+        TestDatabase::Sqlite { url, _dir: dir }
     }
 
     pub fn url(&self) -> &str {

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod database;
+pub mod disk;
 pub mod dns;
 pub mod identity;
 pub mod jobs;
@@ -11,6 +12,7 @@ pub mod limits;
 pub mod metrics;
 pub mod oidc;
 pub mod payments;
+pub mod postgres_cluster;
 pub mod processes;
 pub mod processor;
 pub mod proxy;
@@ -79,6 +81,9 @@ pub struct TestAppBuilder {
     agent_manifest_url: Option<String>,
     dns_resolver: Option<String>,
     real_agents: bool,
+    embedded: bool,
+    embedded_in: Option<std::path::PathBuf>,
+    database_server: Option<String>,
 }
 
 /// The `SECRETS_KEY` of every test app that has one (base64 of 32 bytes).
@@ -104,6 +109,9 @@ impl Default for TestAppBuilder {
             agent_manifest_url: None,
             dns_resolver: None,
             real_agents: false,
+            embedded: false,
+            embedded_in: None,
+            database_server: None,
         }
     }
 }
@@ -214,10 +222,39 @@ impl TestAppBuilder {
         self
     }
 
+    /// On the embedded default (SQLite) whatever `TEST_DATABASE_URL` says: for what only the
+    /// embedded default does, so that the Postgres run tests it too instead of skipping it.
+    pub fn embedded(mut self) -> Self {
+        self.embedded = true;
+        self
+    }
+
+    /// [`TestAppBuilder::embedded`], its file in a new directory under `parent` (a small disk
+    /// of the test's own: [`disk::Tmpfs`]).
+    pub fn embedded_in(mut self, parent: &std::path::Path) -> Self {
+        self.embedded_in = Some(parent.to_owned());
+        self
+    }
+
+    /// A database of its own on this Postgres server (e.g. a [`postgres_cluster`] of the
+    /// caller's) instead of `TEST_DATABASE_URL`'s.
+    pub fn database_server(mut self, admin_url: &str) -> Self {
+        self.database_server = Some(admin_url.to_owned());
+        self
+    }
+
     pub async fn start(self) -> TestApp {
         // reqwest is built without a TLS provider of its own (`rustls-no-provider`).
         platform::outbound::install_crypto_provider();
-        let database = TestDatabase::create().await;
+        let database = if let Some(parent) = &self.embedded_in {
+            TestDatabase::sqlite_in(parent)
+        } else if self.embedded {
+            TestDatabase::sqlite()
+        } else if let Some(server) = self.database_server {
+            TestDatabase::create_on(Some(server)).await
+        } else {
+            TestDatabase::create().await
+        };
         let early = if self.real_agents {
             Some(
                 api::http::server::bind(([127, 0, 0, 1], 0).into())
@@ -475,6 +512,17 @@ impl TestApp {
             headers: response.headers().clone(),
             body: response.text().await.expect("body read"),
         }
+    }
+
+    /// Stops the server and worker and closes the database, as the process ending would, and
+    /// keeps the database for what comes after (a restart, a look at what is left).
+    pub async fn stop_keeping_database(mut self) -> TestDatabase {
+        self.shutdown.cancel();
+        for task in self.tasks.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        self.state.db.close().await;
+        std::mem::replace(&mut self.database, TestDatabase::sqlite())
     }
 
     /// Stops the server and worker and drops the database.

@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 
 use platform::db::Pool;
 use reqwest::Method;
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, EntityTrait};
 use serde_json::json;
 use tests::{
-    As, TestApp, TestDatabase,
+    As, TestApp,
+    disk::Tmpfs,
     metrics::free_address,
+    postgres_cluster::PrivateCluster,
     processes::{Program, wait_ready},
 };
-use tokio::{io::AsyncWriteExt, net::TcpListener, sync::watch};
 
 const API: &str = env!("CARGO_BIN_EXE_fleet-api");
 
@@ -121,44 +122,13 @@ async fn a_request_that_finds_no_free_connection_is_refused_503_after_five_secon
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_on_the_embedded_database_answers_503_and_the_service_recovers_when_space_returns()
- {
-    let app = TestApp::new().await;
-    if app.database.is_postgres() {
-        app.stop().await;
-        return;
-    }
-    let owner = app.sign_up("owner@fleet.test", "acme").await;
-    let host = app.host("acme", "web-1", &[]).await;
-    // Notes of 9,000 characters need pages of their own: no room is left for them.
-    let write_notes = |notes: String| {
-        let app = &app;
-        let owner = &owner;
-        let path = format!("/v1/orgs/acme/hosts/{host}");
-        async move {
-            let started = Instant::now();
-            let answer = app
-                .call(
-                    As::Session(owner),
-                    Method::PATCH,
-                    &path,
-                    Some(json!({"notes": notes})),
-                )
-                .await;
-            (
-                answer.status,
-                answer.header("retry-after").map(str::to_owned),
-                answer.body.clone(),
-                started.elapsed(),
-            )
-        }
-    };
+/// Fills the embedded database's disk: a quota at the file's size on the writing connection,
+/// filled to the brim, so that SQLite answers SQLITE_FULL to any write that needs room, as on a
+/// full disk.
+async fn fill_the_disk(app: &TestApp) {
     let writer = app.state.db.writer();
-    // A quota at the file's size, then filled to the brim: SQLite answers SQLITE_FULL to any
-    // write that needs room, as on a full disk.
     writer
-        .execute_unprepared("CREATE TABLE filler (b BLOB NOT NULL)")
+        .execute_unprepared("CREATE TABLE IF NOT EXISTS filler (b BLOB NOT NULL)")
         .await
         .expect("filler");
     let pages: i64 = writer
@@ -180,80 +150,130 @@ async fn a_full_disk_on_the_embedded_database_answers_503_and_the_service_recove
         .await
         .is_ok()
     {}
+}
 
-    let answer = write_notes("a".repeat(9_000)).await;
-    assert_service_unavailable(&answer);
-
-    writer
+/// Space returns (the quota lifted; a writing connection opened since never had it).
+async fn free_the_disk(app: &TestApp) {
+    app.state
+        .db
+        .writer()
         .execute_unprepared("PRAGMA max_page_count = 1073741823")
         .await
         .expect("space returns");
-    let (status, _, body, _) = write_notes("b".repeat(9_000)).await;
+}
+
+/// Sets a host's notes as its owner; the answer, its `Retry-After` and body, and how long it took.
+async fn write_notes(
+    app: &TestApp,
+    owner: &tests::Session,
+    host: &str,
+    notes: String,
+) -> (reqwest::StatusCode, Option<String>, String, Duration) {
+    let started = Instant::now();
+    let answer = app
+        .call(
+            As::Session(owner),
+            Method::PATCH,
+            &format!("/v1/orgs/acme/hosts/{host}"),
+            Some(json!({"notes": notes})),
+        )
+        .await;
+    (
+        answer.status,
+        answer.header("retry-after").map(str::to_owned),
+        answer.body.clone(),
+        started.elapsed(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_on_the_embedded_database_answers_503_and_the_service_recovers_when_space_returns()
+ {
+    let app = TestApp::builder().embedded().start().await;
+    let owner = app.sign_up("owner@fleet.test", "acme").await;
+    let host = app.host("acme", "web-1", &[]).await;
+    fill_the_disk(&app).await;
+
+    // Notes of 9,000 characters need pages of their own: no room is left for them.
+    let answer = write_notes(&app, &owner, &host, "a".repeat(9_000)).await;
+    assert_service_unavailable(&answer);
+
+    free_the_disk(&app).await;
+    let (status, _, body, _) = write_notes(&app, &owner, &host, "b".repeat(9_000)).await;
     assert_eq!(status.as_u16(), 200, "recovered: {body}");
     app.stop().await;
 }
 
-/// A TCP relay to Postgres that can be cut (every connection reset, new ones refused) and
-/// restored, as a database server going away and coming back.
-struct Relay {
-    addr: String,
-    up: watch::Sender<bool>,
+/// On a real full disk (a tmpfs of the test's own, filled to the last byte) SQLite fails a write
+/// transaction at its COMMIT, when the WAL must grow. The writes answered after space returns
+/// must all be there after a restart: none may have run inside a transaction that the failed
+/// COMMIT left open on the writing connection, which nothing would ever commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_answered_after_the_disk_fills_and_frees_are_all_there_after_a_restart() {
+    const WRITES: usize = 20;
+    let disk = Tmpfs::mount(64).expect("a small disk (the test runs as root)");
+    let app = TestApp::builder().embedded_in(disk.path()).start().await;
+    let owner = app.sign_up("owner@fleet.test", "acme").await;
+    let mut hosts = Vec::new();
+    for n in 0..WRITES {
+        hosts.push(app.host("acme", &format!("web-{n}"), &[]).await);
+    }
+    // The WAL emptied (as a checkpoint leaves it), so that the next commit needs room.
+    app.state
+        .db
+        .writer()
+        .execute_unprepared("PRAGMA wal_checkpoint(TRUNCATE)")
+        .await
+        .expect("checkpoint");
+    disk.fill().expect("fill the disk");
+    let first = write_notes(&app, &owner, &hosts[0], "x".repeat(9_000)).await;
+    assert_service_unavailable(&first);
+    // Every later write needs room too: none may be answered 200 while there is none.
+    let mut while_full = Vec::new();
+    for host in &hosts[1..3] {
+        while_full.push(write_notes(&app, &owner, host, "x".repeat(9_000)).await.0.as_u16());
+    }
+    disk.free().expect("space returns");
+
+    for (n, host) in hosts.iter().enumerate() {
+        let (status, _, body, _) =
+            write_notes(&app, &owner, host, format!("{n}:{}", "y".repeat(9_000))).await;
+        assert_eq!(status.as_u16(), 200, "write {n}: {body}");
+    }
+
+    let database = app.stop_keeping_database().await;
+    let reopened = platform::db::Database::connect_url(database.url(), 2)
+        .await
+        .expect("the database opens again");
+    let mut missing = Vec::new();
+    for (n, host) in hosts.iter().enumerate() {
+        let id = platform::ids::HostId::parse(host).expect("a host id");
+        let notes = entities::hosts::Entity::find_by_id(uuid::Uuid::from(id))
+            .one(&reopened.orm)
+            .await
+            .expect("read the host")
+            .expect("the host")
+            .notes;
+        if !notes.is_some_and(|notes| notes.starts_with(&format!("{n}:"))) {
+            missing.push(n);
+        }
+    }
+    reopened.close().await;
+    assert!(
+        missing.is_empty() && while_full.iter().all(|s| *s == 503),
+        "{} of {WRITES} answered writes lost after the restart: {missing:?}; \
+         answers while the disk was full, after the first 503: {while_full:?}",
+        missing.len()
+    );
 }
 
-impl Relay {
-    async fn start(target: String) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("address").to_string();
-        let (up, watching) = watch::channel(true);
-        tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                let mut watching = watching.clone();
-                if !*watching.borrow() {
-                    let _ = client.shutdown().await;
-                    continue;
-                }
-                let target = target.clone();
-                tokio::spawn(async move {
-                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = watching.wait_for(|up| !*up) => {}
-                    }
-                });
-            }
-        });
-        Relay { addr, up }
-    }
-
-    fn cut(&self) {
-        let _ = self.up.send(false);
-    }
-
-    fn restore(&self) {
-        let _ = self.up.send(true);
-    }
-}
-
+/// The Postgres server stops (as a crash does: `pg_ctl stop -m immediate`) under a running api
+/// and starts again. The server is a private one of the test's own, whatever database the other
+/// tests run on, so that this runs in both runs and never stops the machine's shared server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_postgres_gone_the_api_answers_503_within_seconds_and_recovers_when_it_returns() {
-    let database = TestDatabase::create().await;
-    if !database.is_postgres() {
-        return;
-    }
-    let mut url = url::Url::parse(database.url()).expect("url");
-    let target = format!(
-        "{}:{}",
-        url.host_str().expect("host"),
-        url.port().unwrap_or(5432)
-    );
-    let relay = Relay::start(target).await;
-    let (host, port) = relay.addr.rsplit_once(':').expect("address");
-    url.set_host(Some(host)).expect("host");
-    url.set_port(Some(port.parse().expect("port")))
-        .expect("port");
-    url.set_query(Some("sslmode=disable"));
+    let cluster = PrivateCluster::start().await;
+    let url = cluster.url("fleet");
     let bind = free_address();
     let base = format!("http://{bind}");
     let mut api = Program::start(
@@ -269,13 +289,13 @@ async fn with_postgres_gone_the_api_answers_503_within_seconds_and_recovers_when
     let (status, _, body, _) = magic_link(&base).await;
     assert_eq!(status.as_u16(), 202, "{body}");
 
-    relay.cut();
+    cluster.kill();
     for _ in 0..3 {
         let answer = magic_link(&base).await;
         assert_service_unavailable(&answer);
     }
 
-    relay.restore();
+    cluster.restart();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (status, _, body, _) = magic_link(&base).await;
@@ -287,6 +307,7 @@ async fn with_postgres_gone_the_api_answers_503_within_seconds_and_recovers_when
             Instant::now() < deadline,
             "not recovered within 10 s: {body}"
         );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     api.terminate().await;
 }
