@@ -44,6 +44,26 @@ fn pool_options<DB: sqlx::Database>(max_connections: u32) -> sqlx::pool::PoolOpt
         .acquire_time_level(log::LevelFilter::Trace)
         .acquire_slow_level(log::LevelFilter::Warn)
         .acquire_slow_threshold(ACQUIRE_SLOW)
+        .after_release(|conn, _| Box::pin(reusable(conn)))
+}
+
+/// Whether a connection given back to the pool may be handed out again: never one still inside
+/// a transaction. On a full disk SQLite fails a transaction's COMMIT and may have rolled it back
+/// already, so the ROLLBACK of the dropped transaction fails too and sqlx still counts the
+/// connection as inside it; handed out again, the next transaction became a savepoint of that
+/// one and the next plain statement ran inside it, all answered as done and none ever committed
+/// (RELIABILITY.md, "Writes acknowledged and lost after a full disk"). Closed instead, the pool
+/// opens a fresh connection when one is needed.
+async fn reusable<C: sqlx::Connection>(conn: &mut C) -> Result<bool, sqlx::Error> {
+    // A dropped transaction queued its ROLLBACK: let it run before looking.
+    conn.ping().await?;
+    if conn.is_in_transaction() {
+        tracing::warn!(
+            "a database connection was given back inside a transaction (a failed COMMIT or ROLLBACK): closed, not reused"
+        );
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Advisory lock key under which migrations run ("fleetmig" as ASCII).
