@@ -63,7 +63,7 @@ pub struct SettleChangesEndpoint<E> {
 }
 
 impl<E: poem::Endpoint> poem::Endpoint for SettleChangesEndpoint<E> {
-    type Output = E::Output;
+    type Output = poem::Response;
 
     async fn call(&self, req: poem::Request) -> poem::Result<Self::Output> {
         let pool = match &self.settle.pool {
@@ -74,8 +74,17 @@ impl<E: poem::Endpoint> poem::Endpoint for SettleChangesEndpoint<E> {
             }
             _ => None,
         };
-        let answer = self.inner.call(req).await;
-        if let Some(pool) = pool {
+        let answer = self.inner.call(req).await.map(poem::IntoResponse::into_response);
+        // A request answered 503 because the database could not serve it changed nothing that
+        // is answered: waiting for the replicas would only wait for the same database again
+        // (another 5 s for a pooled connection while Postgres is down), past the bound on a
+        // 503's wait.
+        let status = match &answer {
+            Ok(response) => response.status(),
+            Err(err) => err.status(),
+        };
+        let refused = status == poem::http::StatusCode::SERVICE_UNAVAILABLE;
+        if let Some(pool) = pool.filter(|_| !refused) {
             // Boxed: its statements' state would otherwise make every request's future larger.
             let settled = Box::pin(self.settle.changes.settle(pool)).await;
             if let Err(err) = settled {
