@@ -139,7 +139,16 @@ impl PrivateCluster {
         let log = self.log().display().to_string();
         self.run(
             "pg_ctl",
-            &["-D", &self.data(), "-o", &options, "-l", &log, "-w", "start"],
+            &[
+                "-D",
+                &self.data(),
+                "-o",
+                &options,
+                "-l",
+                &log,
+                "-w",
+                "start",
+            ],
         );
     }
 
@@ -156,7 +165,10 @@ impl PrivateCluster {
     /// the clients' connections cut); what was committed is recovered from the WAL at the next
     /// start.
     pub fn kill(&self) {
-        self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"]);
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        );
     }
 
     /// Starts the server again and returns when it accepts connections.

@@ -74,7 +74,11 @@ impl<E: poem::Endpoint> poem::Endpoint for SettleChangesEndpoint<E> {
             }
             _ => None,
         };
-        let answer = self.inner.call(req).await.map(poem::IntoResponse::into_response);
+        let answer = self
+            .inner
+            .call(req)
+            .await
+            .map(poem::IntoResponse::into_response);
         // A request answered 503 because the database could not serve it changed nothing that
         // is answered: waiting for the replicas would only wait for the same database again
         // (another 5 s for a pooled connection while Postgres is down), past the bound on a

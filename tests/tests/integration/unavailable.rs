@@ -231,7 +231,12 @@ async fn writes_answered_after_the_disk_fills_and_frees_are_all_there_after_a_re
     // Every later write needs room too: none may be answered 200 while there is none.
     let mut while_full = Vec::new();
     for host in &hosts[1..3] {
-        while_full.push(write_notes(&app, &owner, host, "x".repeat(9_000)).await.0.as_u16());
+        while_full.push(
+            write_notes(&app, &owner, host, "x".repeat(9_000))
+                .await
+                .0
+                .as_u16(),
+        );
     }
     disk.free().expect("space returns");
 
