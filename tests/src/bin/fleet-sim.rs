@@ -174,6 +174,16 @@ struct Args {
     /// out when (tests `rollout_black_box`).
     #[arg(long)]
     job_log: Option<std::path::PathBuf>,
+    /// Steady schedule: writes one line per check-in to this file, `MACHINE_ID SEQ STATUS
+    /// SENT_MS TOOK_MS` (STATUS the HTTP status, or 0 for no answer; SENT_MS Unix time in
+    /// milliseconds), so that a fault campaign can tell what was answered, and when.
+    #[arg(long)]
+    journal: Option<std::path::PathBuf>,
+    /// Steady schedule: each check-in of a host reports its sequence number in the
+    /// `virtualization` fact (`sim-SEQ`), so that every check-in writes and what the service
+    /// kept can be compared with what it acknowledged (the journal's last 2xx of each host).
+    #[arg(long)]
+    count_in_facts: bool,
 }
 
 impl Args {
@@ -782,6 +792,22 @@ async fn enroll(
     }
 }
 
+/// A check-in answered with a status other than 2xx.
+#[derive(Debug)]
+struct Refused(u16);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "check-in: {}", self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The `--journal` file: one line per check-in, written as it is answered (so that a campaign
+/// can follow it while the simulation runs).
+type Journal = Arc<std::sync::Mutex<std::fs::File>>;
+
 /// One signed check-in; the agent's inventory only when asked for (or the first time).
 async fn check_in(
     client: &reqwest::Client,
@@ -826,7 +852,7 @@ async fn check_in_answer(
         .send()
         .await?;
     if !response.status().is_success() {
-        bail!("check-in: {}", response.status());
+        return Err(Refused(response.status().as_u16()).into());
     }
     Ok(response.json().await?)
 }
@@ -870,6 +896,12 @@ async fn main() -> anyhow::Result<()> {
         },
     });
     let permits = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
+    let journal: Option<Journal> = match &args.journal {
+        Some(path) => Some(Arc::new(std::sync::Mutex::new(
+            std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?,
+        ))),
+        None => None,
+    };
     let started = Instant::now();
 
     let reporter = {
@@ -896,7 +928,7 @@ async fn main() -> anyhow::Result<()> {
 
     let mut hosts = Vec::with_capacity(args.hosts);
     for index in 0..args.hosts {
-        let (args, client, tokens, authority, universe, counters, permits) = (
+        let (args, client, tokens, authority, universe, counters, permits, journal) = (
             args.clone(),
             client.clone(),
             tokens.clone(),
@@ -904,6 +936,7 @@ async fn main() -> anyhow::Result<()> {
             universe.clone(),
             counters.clone(),
             permits.clone(),
+            journal.clone(),
         );
         hosts.push(tokio::spawn(async move {
             let hostname = format!("{}-{index:05}", ["web", "db", "cache", "worker"][index % 4]);
@@ -944,14 +977,26 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(offset).await;
             let deadline = Instant::now() + Duration::from_secs(args.duration);
             let mut send_full = true;
+            let mut seq: u64 = 0;
             loop {
+                seq += 1;
+                // When the request went out (after waiting for a permit) and how long its answer
+                // took: the journal's times.
+                let sent;
+                let took;
                 let result = {
                     let _permit = permits.acquire().await.ok();
+                    sent = platform::clock::Clock::now(&platform::clock::SystemClock);
+                    let sent_at = Instant::now();
                     let light = unchanged(&full.facts, &full.inventory_digest, reboot_required);
                     let mut body = if send_full { full.clone() } else { light };
                     body.reboot_required = reboot_required;
+                    if args.count_in_facts {
+                        body.facts.virtualization = Some(format!("sim-{seq}"));
+                    }
                     let sent_ms = unix_ms();
                     let answer = check_in_answer(&client, &args, &authority, &agent, &body).await;
+                    took = sent_at.elapsed();
                     if let Ok(answer) = &answer {
                         let jobs: Vec<Value> = answer
                             .jobs
@@ -978,6 +1023,22 @@ async fn main() -> anyhow::Result<()> {
                         Err(e) => Err(e),
                     }
                 };
+                if let Some(journal) = &journal {
+                    let status = match &result {
+                        Ok(_) => 200,
+                        Err(e) => e.downcast_ref::<Refused>().map_or(0, |r| r.0),
+                    };
+                    let sent_ms = sent.timestamp_millis();
+                    let line = format!(
+                        "{} {seq} {status} {sent_ms} {}\n",
+                        agent.machine_id,
+                        took.as_millis()
+                    );
+                    if let Ok(mut journal) = journal.lock() {
+                        use std::io::Write;
+                        let _ = journal.write_all(line.as_bytes());
+                    }
+                }
                 match result {
                     Ok(again) => {
                         counters.check_ins.fetch_add(1, Ordering::Relaxed);
