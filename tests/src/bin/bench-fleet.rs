@@ -13,6 +13,11 @@
 //! target/release/bench-fleet --backend sqlite --hosts 10000
 //! ```
 //!
+//! `--impacts split` has half the hosts report the impact of their updates (decisions §21) and
+//! half not; with phases such as `changed@impact:20,changed@plain:20,…` the two halves check in
+//! alternately, each phase with its own CPU accounting (BENCHMARKS.md, "Impact before
+//! approval").
+//!
 //! The api runs with `RATE_LIMIT_BURST` and `RATE_LIMIT_PER_SECOND` raised to 1,000,000 so the
 //! organization's limit never refuses the benchmark; everything else is the default
 //! configuration (`RUST_LOG=info`, one log line per request, written to a file).
@@ -39,6 +44,18 @@ use tokio::process::{Child, Command};
 enum Backend {
     Postgres,
     Sqlite,
+}
+
+/// Which simulated hosts report the impact of their updates (decisions §21).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Impacts {
+    /// Every host but every tenth (fleet-sim's default).
+    All,
+    /// No host (`fleet-sim --no-impact`).
+    None,
+    /// Hosts of even index (`fleet-sim --impact-split`); phases may be named
+    /// `changed@impact`, `changed@plain` … to check in one half only.
+    Split,
 }
 
 #[derive(Parser)]
@@ -87,6 +104,9 @@ struct Args {
     /// Worker concurrency (Postgres).
     #[arg(long, default_value_t = 32)]
     worker_concurrency: usize,
+    /// Which hosts report impacts.
+    #[arg(long, value_enum, default_value = "all")]
+    impacts: Impacts,
     /// Where `api`, `fleet-worker` and `fleet-sim` are; default: next to this program.
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -329,6 +349,11 @@ async fn main() -> anyhow::Result<()> {
         "--rss-pid".into(),
         api_pid.to_string(),
     ];
+    match args.impacts {
+        Impacts::All => {}
+        Impacts::None => sim_args.push("--no-impact".into()),
+        Impacts::Split => sim_args.push("--impact-split".into()),
+    }
     for selector in &args.selector {
         sim_args.push("--selector".into());
         sim_args.push(selector.clone());

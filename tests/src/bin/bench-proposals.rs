@@ -30,6 +30,16 @@
 //!    `--core` changes) and `GET /v1/orgs/acme/proposals` (and two filtered lists), `--http-rounds`
 //!    rounds of `--http-seconds` s at `--connections` connections and `--wrk-threads` threads.
 //!
+//! With `--impact-org` a second organization, `acme-impact`, is seeded the same way but its
+//! hosts' updates carry the impact their agents report (decisions §21, stored as a check-in
+//! stores it; [`impact_of`]: kernels reboot and install their image, OpenSSL-like libraries
+//! restart the host's service and the SSH server, one removes `libssl3`; every
+//! `--unknown-impact-every`-th host says nothing), so its evaluation stores each target's impact
+//! and the proposal's summary. The HTTP phase then measures both organizations' security
+//! proposal details alternately (which goes first swaps every round) and prints the ratio round
+//! by round, and `GET …/proposals/{id}/impact` on its first page and after 5,000 hosts
+//! (BENCHMARKS.md, "Impact before approval"). The feed-change rounds act on `acme` only.
+//!
 //! Every phase prints the load average and the processes outside this one (and outside
 //! Postgres) that used more than 10% of a CPU during it.
 //!
@@ -37,6 +47,7 @@
 //! cargo build --release -p tests --bin bench-proposals
 //! target/release/bench-proposals                       # Postgres, 10,000 hosts
 //! target/release/bench-proposals --database-url 'sqlite:///tmp/bp/service.db?mode=rwc'
+//! target/release/bench-proposals --impact-org --rounds 0 --skip-e2e --skip-lists --http-rounds 6
 //! ```
 
 use std::{
@@ -58,7 +69,7 @@ use api::identity::roles::Role;
 use clap::Parser;
 use entities::{
     accounts, api_tokens, host_updates, hosts,
-    json::{Advisory, JsonText},
+    json::{Advisory, Impact, ImpactInstall, JsonText},
     known_exploited, memberships, organizations, policies, proposal_changes, proposals,
 };
 use platform::{
@@ -133,6 +144,20 @@ struct Args {
     skip_e2e: bool,
     #[arg(long)]
     skip_http: bool,
+    /// Also seed a second organization, `acme-impact`, the same as the first but for its
+    /// hosts' updates carrying the impact agents report (decisions §21; see [`impact_of`]),
+    /// evaluate its policies too, and in the HTTP phase measure its security proposal's detail
+    /// alternately with the first's (whose agents say nothing: every host unknown), and its
+    /// per-host impact pages. The feed-change rounds act on the first organization only.
+    #[arg(long)]
+    impact_org: bool,
+    /// In `acme-impact`, every this-many-th host runs an agent that does not report impacts
+    /// (counted as unknown); 0: every host reports them.
+    #[arg(long, default_value_t = 10)]
+    unknown_impact_every: usize,
+    /// In the HTTP phase, leave out the three proposal lists.
+    #[arg(long)]
+    skip_lists: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -190,6 +215,7 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
 
 /// What was seeded and what the benchmark needs to find it again.
 struct Fleet {
+    slug: &'static str,
     org_id: Uuid,
     host_ids: Vec<Uuid>,
     policies: Vec<(Uuid, &'static str)>,
@@ -247,7 +273,12 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
 
     let watch = Watch::start();
     let started = Instant::now();
-    let mut fleet = seed(args, &db).await?;
+    let mut fleet = seed(args, &db, "acme", false).await?;
+    let impact_fleet = if args.impact_org {
+        Some(seed(args, &db, "acme-impact", true).await?)
+    } else {
+        None
+    };
     println!(
         "seeded in {:.1} s {}",
         started.elapsed().as_secs_f64(),
@@ -261,17 +292,25 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
 
     // 1. Baseline: the first evaluation opens every proposal.
     println!("\n== baseline: first evaluation of every policy (opens the proposals)");
-    for (id, name) in fleet.policies.clone() {
-        let watch = Watch::start();
-        let took = timed_evaluation(&deps, id).await?;
-        println!(
-            "  {name:<22} {:>7.2} s  {}  {}",
-            took.total,
-            took.breakdown_line(),
-            watch.report()
-        );
+    for seeded in std::iter::once(&fleet).chain(impact_fleet.as_ref()) {
+        for (id, name) in seeded.policies.clone() {
+            let watch = Watch::start();
+            let took = timed_evaluation(&deps, id).await?;
+            println!(
+                "  {:<12} {name:<22} {:>7.2} s  {}  {}",
+                seeded.slug,
+                took.total,
+                took.breakdown_line(),
+                watch.report()
+            );
+        }
+        verify(&db, seeded, args).await?;
     }
-    verify(&db, &fleet, args).await?;
+    if impact_fleet.is_some() {
+        // The proposal tables as the HTTP phase reads them.
+        db.orm.execute_unprepared("ANALYZE").await?;
+        print_sizes(&db).await?;
+    }
 
     // 2. Feed changes, evaluated directly.
     let mut sequential_totals = Vec::new();
@@ -411,7 +450,7 @@ async fn run(args: &Args, url: &str) -> anyhow::Result<()> {
 
     // 4. HTTP.
     if !args.skip_http {
-        http(args, &config, &db, &fleet).await?;
+        http(args, &config, &db, &fleet, impact_fleet.as_ref()).await?;
     }
     db.close().await;
     Ok(())
@@ -457,7 +496,62 @@ fn loadavg() -> String {
 // ---------------------------------------------------------------------------------------------
 // Seeding
 
-async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
+/// What applying security update `k` (or, from `--core` on, other update `k`) would do to a
+/// host of `role` (web, db, cache, worker), as an Ubuntu agent reports it (decisions §19, §21;
+/// in the manner of fleet-sim's `impact_of`): the kernel-like updates (`requires_reboot`)
+/// reboot and install their new image package, a few more (libc, systemd, dbus alike) reboot;
+/// OpenSSL-like libraries restart the host's own service and the SSH server, and the first of
+/// them moves to `libssl3t64`, removing `libssl3` (Ubuntu 24.04's 64-bit time transition);
+/// rsyslog and cron restart their units; some other updates restart the host's service; the
+/// rest do nothing an approver needs to know.
+fn impact_of(k: usize, core: usize, role: &str) -> Impact {
+    let service = match role {
+        "web" => "nginx.service",
+        "db" => "postgresql@16-main.service",
+        "cache" => "redis-server.service",
+        _ => "fleet-worker.service",
+    };
+    let mut impact = Impact::default();
+    if k.is_multiple_of(97) {
+        impact.reboot = true;
+        impact.installs.push(ImpactInstall {
+            name: "linux-image-6.8.0-51-generic".to_owned(),
+            version: "6.8.0-51.52".to_owned(),
+        });
+    } else if k >= core {
+        if k % 50 == 3 {
+            impact.restarts = vec![service.to_owned()];
+        }
+    } else if k % 60 == 30 {
+        impact.reboot = true;
+    } else if k % 10 == 1 {
+        impact.restarts = vec![service.to_owned(), "ssh.service".to_owned()];
+        if k == 1 {
+            impact.installs.push(ImpactInstall {
+                name: "libssl3t64".to_owned(),
+                version: to_version(k, 0),
+            });
+            impact.removes.push("libssl3".to_owned());
+        }
+    } else if k % 25 == 4 {
+        impact.restarts = vec!["rsyslog.service".to_owned()];
+    } else if k % 25 == 9 {
+        impact.restarts = vec!["cron.service".to_owned()];
+    }
+    impact.restarts.sort();
+    impact
+}
+
+const ROLES: [&str; 4] = ["web", "db", "cache", "worker"];
+
+/// Seeds organization `slug`; with `impact`, its hosts' updates carry what their agents
+/// report (every `--unknown-impact-every`-th host's agent says nothing), as check-ins store it.
+async fn seed(
+    args: &Args,
+    db: &Database,
+    slug: &'static str,
+    impact: bool,
+) -> anyhow::Result<Fleet> {
     ensure!(args.core <= args.pool, "--core must be at most --pool");
     ensure!(
         args.extra_min <= args.extra_max,
@@ -466,7 +560,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
     let now = SystemClock.now();
     let account = accounts::ActiveModel {
         id: Set(platform::ids::new_uuid()),
-        email: Set("owner@acme.test".into()),
+        email: Set(format!("owner@{slug}.test")),
         name: Set(Some("Owner".into())),
         time_zone: Set("UTC".into()),
         created_at: Set(now),
@@ -476,8 +570,8 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
     .await?;
     let org = organizations::ActiveModel {
         id: Set(platform::ids::new_uuid()),
-        slug: Set("acme".into()),
-        name: Set("Acme".into()),
+        slug: Set(slug.into()),
+        name: Set(slug.into()),
         plan: Set("free".into()),
         sso_enforced: Set(false),
         created_at: Set(now),
@@ -533,7 +627,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
             .map(|(i, id)| {
                 let n = c * 500 + i;
                 let env = if n % 2 == 0 { "prod" } else { "staging" };
-                let role = ["web", "db", "cache", "worker"][n % 4];
+                let role = ROLES[n % 4];
                 hosts::ActiveModel {
                     id: Set(*id),
                     org_id: Set(org.id),
@@ -588,6 +682,16 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
         .collect();
     let mut rows: Vec<host_updates::ActiveModel> = Vec::new();
     let mut total_rows = 0usize;
+    // Stored as a check-in stores an update's impact, one text per role and update.
+    let impacts: Vec<Vec<JsonText<Impact>>> = ROLES
+        .iter()
+        .map(|role| {
+            (0..args.pool)
+                .map(|k| JsonText::new(&impact_of(k, args.core, role)))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<_, _>>()?;
+    let mut with_impact = 0usize;
     let mut pending = futures::stream::FuturesUnordered::new();
     let insert = |rows: Vec<host_updates::ActiveModel>| {
         let orm = db.orm.clone();
@@ -597,7 +701,13 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                 .await
         }
     };
-    for host in &host_ids {
+    for (n, host) in host_ids.iter().enumerate() {
+        let says = impact
+            && (args.unknown_impact_every == 0
+                || n % args.unknown_impact_every != args.unknown_impact_every - 1);
+        if says {
+            with_impact += 1;
+        }
         let mut picked: Vec<usize> = (0..args.core)
             .filter(|_| rng.random_bool(args.core_share))
             .collect();
@@ -630,7 +740,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
                 } else {
                     JsonText::from_stored("[]")
                 }),
-                impact: Set(None),
+                impact: Set(says.then(|| impacts[n % 4][k].clone())),
             });
         }
         if rows.len() >= 2_000 {
@@ -655,7 +765,8 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
         }
     }
     println!(
-        "seeded {} hosts, {total_rows} host_updates rows ({:.0} per host), pool {} ({} security)",
+        "{slug}: seeded {} hosts ({with_impact} reporting impacts), {total_rows} host_updates rows \
+         ({:.0} per host), pool {} ({} security)",
         host_ids.len(),
         total_rows as f64 / host_ids.len().max(1) as f64,
         args.pool,
@@ -751,6 +862,7 @@ async fn seed(args: &Args, db: &Database) -> anyhow::Result<Fleet> {
         .await?;
 
     Ok(Fleet {
+        slug,
         org_id: org.id,
         host_ids,
         policies: policy_ids,
@@ -791,6 +903,7 @@ async fn feed_change(db: &Database, fleet: &mut Fleet, args: &Args) -> anyhow::R
                 sea_orm::sea_query::Expr::value(to_version(k, fleet.generation[k])),
             )
             .filter(host_updates::Column::Name.eq(package(k)))
+            .filter(host_updates::Column::HostId.in_subquery(org_hosts(fleet.org_id)))
             .exec(&txn)
             .await?
             .rows_affected;
@@ -815,10 +928,20 @@ async fn feed_change(db: &Database, fleet: &mut Fleet, args: &Args) -> anyhow::R
                     .to_owned(),
             ),
         )
+        .filter(hosts::Column::OrgId.eq(fleet.org_id))
         .exec(&txn)
         .await?;
     txn.commit().await?;
     Ok(changed)
+}
+
+/// `SELECT id FROM hosts WHERE org_id = …`.
+fn org_hosts(org_id: Uuid) -> sea_orm::sea_query::SelectStatement {
+    sea_orm::sea_query::Query::select()
+        .column(hosts::Column::Id)
+        .from(hosts::Entity)
+        .and_where(hosts::Column::OrgId.eq(org_id))
+        .to_owned()
 }
 
 /// Every policy has one open proposal that carries the current versions; the security one has
@@ -1244,11 +1367,44 @@ async fn end_to_end(
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
+/// A URL wrk measures, with the API token of its organization.
+struct Target {
+    name: &'static str,
+    url: String,
+    token: String,
+}
+
+async fn open_security(db: &Database, fleet: &Fleet) -> anyhow::Result<proposals::Model> {
+    proposals::Entity::find()
+        .filter(proposals::Column::PolicyId.eq(fleet.policies[0].0))
+        .filter(proposals::Column::Status.eq("open"))
+        .one(&db.orm)
+        .await?
+        .with_context(|| format!("{}: no open security proposal", fleet.slug))
+}
+
+async fn get_json(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let response = client.get(url).bearer_auth(token).send().await?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    ensure!(
+        status.is_success(),
+        "{url}: {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(serde_json::from_slice(&body)?)
+}
+
 async fn http(
     args: &Args,
     config: &Arc<Config>,
     db: &Database,
     fleet: &Fleet,
+    impact_fleet: Option<&Fleet>,
 ) -> anyhow::Result<()> {
     let api_db = Database::connect(config, 16 + worker::QUEUES).await?;
     let agent_ca = api::agent::ca::load_or_create(&api_db, config, &SystemClock).await?;
@@ -1269,12 +1425,7 @@ async fn http(
     let base = format!("http://{}", bound.local_addr);
     let server = tokio::spawn(api::http::server::serve(state, bound, shutdown.clone()));
 
-    let security = proposals::Entity::find()
-        .filter(proposals::Column::PolicyId.eq(fleet.policies[0].0))
-        .filter(proposals::Column::Status.eq("open"))
-        .one(&db.orm)
-        .await?
-        .context("no open security proposal")?;
+    let security = open_security(db, fleet).await?;
     let changes = proposal_changes::Entity::find()
         .filter(proposal_changes::Column::ProposalId.eq(security.id))
         .count(&db.orm)
@@ -1285,63 +1436,176 @@ async fn http(
         .await?;
     let prp = platform::ids::ProposalId::from(security.id).to_string();
     let host = platform::ids::HostId::from(fleet.host_ids[fleet.host_ids.len() / 2]).to_string();
-    let auth = vec![format!("Authorization: Bearer {}", fleet.token)];
-    let targets: Vec<(&str, String)> = vec![
-        ("detail", format!("{base}/v1/orgs/acme/proposals/{prp}")),
-        ("list", format!("{base}/v1/orgs/acme/proposals")),
-        (
-            "list ?status=open",
-            format!("{base}/v1/orgs/acme/proposals?status=open"),
-        ),
-        (
-            "list ?host=",
-            format!("{base}/v1/orgs/acme/proposals?host={host}"),
-        ),
-    ];
-    // One request each first: the answer must be 200, and its size is worth knowing.
+    let org = fleet.slug;
+    let plain = |name: &'static str, url: String| Target {
+        name,
+        url,
+        token: fleet.token.clone(),
+    };
+    let mut targets: Vec<Target> = vec![plain(
+        "detail",
+        format!("{base}/v1/orgs/{org}/proposals/{prp}"),
+    )];
     let client = reqwest::Client::new();
-    for (name, url) in &targets {
+    if let Some(other) = impact_fleet {
+        let with = open_security(db, other).await?;
+        let prp = platform::ids::ProposalId::from(with.id).to_string();
+        let org = other.slug;
+        let impact_url = format!("{base}/v1/orgs/{org}/proposals/{prp}/impact");
+        // The cursor after the first half of the hosts, page by page as a client walks them.
+        let mut deep = url::Url::parse(&impact_url)?;
+        let mut walked = 0usize;
+        let mut cursor: Option<String> = None;
+        while walked < other.host_ids.len() / 2 {
+            let mut page = url::Url::parse(&impact_url)?;
+            page.query_pairs_mut().append_pair("limit", "500");
+            if let Some(c) = &cursor {
+                page.query_pairs_mut().append_pair("cursor", c);
+            }
+            let body: serde_json::Value = get_json(&client, page.as_str(), &other.token).await?;
+            walked += body["items"].as_array().map_or(0, Vec::len);
+            cursor = body["next_cursor"].as_str().map(str::to_owned);
+            ensure!(
+                cursor.is_some(),
+                "the impact pages end after {walked} hosts"
+            );
+        }
+        if let Some(c) = &cursor {
+            deep.query_pairs_mut().append_pair("cursor", c);
+        }
+        let with_token = |name: &'static str, url: String| Target {
+            name,
+            url,
+            token: other.token.clone(),
+        };
+        targets.push(with_token(
+            "detail, impact",
+            format!("{base}/v1/orgs/{org}/proposals/{prp}"),
+        ));
+        targets.push(with_token("impact page 1", impact_url));
+        targets.push(with_token("impact page 101", deep.to_string()));
+    }
+    if !args.skip_lists {
+        targets.push(plain("list", format!("{base}/v1/orgs/{org}/proposals")));
+        targets.push(plain(
+            "list ?status=open",
+            format!("{base}/v1/orgs/{org}/proposals?status=open"),
+        ));
+        targets.push(plain(
+            "list ?host=",
+            format!("{base}/v1/orgs/{org}/proposals?host={host}"),
+        ));
+    }
+    // One request each first: the answer must be 200, and its size is worth knowing; a
+    // detail's impact summary must be what its organization was seeded with.
+    for t in &targets {
         let response = client
-            .get(url)
-            .header("Authorization", format!("Bearer {}", fleet.token))
+            .get(&t.url)
+            .header("Authorization", format!("Bearer {}", t.token))
             .send()
             .await?;
         let status = response.status();
         let body = response.bytes().await?;
         ensure!(
             status.is_success(),
-            "{name}: {status}: {}",
+            "{}: {status}: {}",
+            t.name,
             String::from_utf8_lossy(&body)
         );
-        let items = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v["items"].as_array().map(Vec::len));
+        let value = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
+        let items = value["items"].as_array().map(Vec::len);
         println!(
-            "  {name:<18} {} bytes{}",
+            "  {:<18} {} bytes{}",
+            t.name,
             body.len(),
             items.map(|n| format!(", {n} items")).unwrap_or_default()
         );
+        if t.name.starts_with("detail") {
+            let impact = &value["impact"];
+            let count = |key: &str| impact[key].as_i64().unwrap_or(-1);
+            let names = |key: &str| {
+                impact[key]
+                    .as_array()
+                    .map(|list| {
+                        list.iter()
+                            .map(|e| {
+                                format!(
+                                    "{} {}",
+                                    e["unit"].as_str().or(e["name"].as_str()).unwrap_or("?"),
+                                    e["hosts"]
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default()
+            };
+            println!(
+                "      impact: hosts {}, rebooting {}, unknown {}; restarts [{}]; installs [{}]; \
+                 removes [{}]; warnings {}",
+                count("hosts"),
+                count("hosts_rebooting"),
+                count("hosts_unknown"),
+                names("restarts"),
+                names("installs"),
+                names("removes"),
+                value["warnings"]
+            );
+            let unknown = count("hosts_unknown");
+            if t.name == "detail" {
+                ensure!(
+                    unknown == count("hosts"),
+                    "detail: hosts whose agents said nothing must all be unknown"
+                );
+            } else {
+                ensure!(
+                    unknown < count("hosts") && count("hosts_rebooting") > 0,
+                    "{}: the seeded impacts are not in the summary",
+                    t.name
+                );
+            }
+        }
     }
     println!(
         "\n== HTTP: detail of {prp} ({} hosts, {changes} changes); list over {total_proposals} \
-         proposals; wrk -t{} -c{} -d{}s, {} rounds",
-        security.hosts, args.wrk_threads, args.connections, args.http_seconds, args.http_rounds
+         proposals; wrk -t{} -c{} -d{}s, {} rounds{}",
+        security.hosts,
+        args.wrk_threads,
+        args.connections,
+        args.http_seconds,
+        args.http_rounds,
+        if impact_fleet.is_some() {
+            "; the two details alternate which goes first"
+        } else {
+            ""
+        }
     );
     let mut results: Vec<Vec<tests::wrk::WrkResult>> = vec![Vec::new(); targets.len()];
     for round in 0..args.http_rounds {
-        for (i, (name, url)) in targets.iter().enumerate() {
+        let mut order: Vec<usize> = (0..targets.len()).collect();
+        if impact_fleet.is_some() && round % 2 == 1 {
+            order.swap(0, 1);
+        }
+        for i in order {
+            let t = &targets[i];
             let watch = Watch::start();
             let r = tests::wrk::run(
-                url,
+                &t.url,
                 args.connections,
                 args.wrk_threads,
                 args.http_seconds,
-                &auth,
+                &[format!("Authorization: Bearer {}", t.token)],
             )
             .await?;
-            ensure!(r.non_2xx == 0, "{name}: {} answers were not 2xx", r.non_2xx);
+            ensure!(
+                r.non_2xx == 0,
+                "{}: {} answers were not 2xx",
+                t.name,
+                r.non_2xx
+            );
             println!(
-                "  round {round} {name:<18} {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}",
+                "  round {round} {:<18} {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  {}",
+                t.name,
                 r.requests_per_second,
                 r.p50_ms,
                 r.p99_ms,
@@ -1350,16 +1614,43 @@ async fn http(
             results[i].push(r);
         }
     }
-    for (i, (name, _)) in targets.iter().enumerate() {
+    for (i, t) in targets.iter().enumerate() {
         let mut rps: Vec<f64> = results[i].iter().map(|r| r.requests_per_second).collect();
         let mut p50: Vec<f64> = results[i].iter().map(|r| r.p50_ms).collect();
         let p99: Vec<f64> = results[i].iter().map(|r| r.p99_ms).collect();
         println!(
-            "  median {name:<18} {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  (p99 runs: {})",
+            "  median {:<18} {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  (p99 runs: {})",
+            t.name,
             tests::wrk::median(&mut rps),
             tests::wrk::median(&mut p50),
             tests::wrk::median(&mut p99.clone()),
             list(&p99)
+        );
+    }
+    if impact_fleet.is_some() && args.http_rounds > 0 {
+        // Round by round: the detail with impacts stored over the one without.
+        let ratio = |f: fn(&tests::wrk::WrkResult) -> f64| -> Vec<f64> {
+            results[1]
+                .iter()
+                .zip(&results[0])
+                .map(|(with, without)| f(with) / f(without).max(1e-9))
+                .collect()
+        };
+        let p99 = ratio(|r| r.p99_ms);
+        let p50 = ratio(|r| r.p50_ms);
+        let rps = ratio(|r| r.requests_per_second);
+        println!(
+            "  detail with impacts / without, per round: p99 {:.2} (runs: {}), p50 {:.2} (runs: {}), \
+             req/s {:.2} (runs: {}); ratio of the medians' p99 {:.2}",
+            tests::wrk::median(&mut p99.clone()),
+            list(&p99),
+            tests::wrk::median(&mut p50.clone()),
+            list(&p50),
+            tests::wrk::median(&mut rps.clone()),
+            list(&rps),
+            tests::wrk::median(&mut results[1].iter().map(|r| r.p99_ms).collect::<Vec<_>>())
+                / tests::wrk::median(&mut results[0].iter().map(|r| r.p99_ms).collect::<Vec<_>>())
+                    .max(1e-9)
         );
     }
     shutdown.cancel();

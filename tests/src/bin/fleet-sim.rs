@@ -49,6 +49,10 @@
 //!   100 or so packages it lacked.)
 //! - `list:S`: `GET /v1/orgs/{org}/hosts?selector=…` (first page), `--list-concurrency` in
 //!   flight, cycling through `--selector`s.
+//! - With `--impact-split`, `unchanged@impact:S`, `changed@plain:S` …: the check-ins of only
+//!   the hosts that report impacts (`@impact`) or of only those that do not (`@plain`), so that
+//!   alternating phases give the CPU time per check-in of each (BENCHMARKS.md, "Impact before
+//!   approval").
 //!
 //! Each phase prints check-ins (or requests) per second, latency p50/p90/p99/max, the CPU time
 //! of this process and of each `--watch`ed process group over the phase, the machine's busy
@@ -149,7 +153,9 @@ struct Args {
     unknown_impact_every: usize,
     /// In phases, only hosts of even index report impacts (odd ones run an agent that does not),
     /// and check-in latencies are reported for each half apart: the cost of carrying impacts,
-    /// measured side by side in one phase (BENCHMARKS.md, "Impact before approval").
+    /// measured side by side in one phase (BENCHMARKS.md, "Impact before approval"). A phase
+    /// named `changed@impact` or `unchanged@plain` checks in only the hosts of that half, so
+    /// the processes' CPU time over the phase is what that half's check-ins cost.
     #[arg(long)]
     impact_split: bool,
     /// Every host whose index is a multiple of N fails the jobs it is handed (0: none fails).
@@ -1252,7 +1258,13 @@ mod phases {
     }
 
     struct Phase {
+        /// As given, e.g. `changed@impact`.
         name: String,
+        /// unchanged, changed or list.
+        kind: String,
+        /// With --impact-split, `@impact` or `@plain`: only the hosts that report impacts
+        /// (0) or only those that do not (1) check in.
+        half: Option<usize>,
         seconds: u64,
     }
 
@@ -1261,11 +1273,22 @@ mod phases {
             .iter()
             .map(|p| {
                 let (name, seconds) = p.split_once(':').unwrap_or((p.as_str(), "20"));
-                if !["unchanged", "changed", "list"].contains(&name) {
+                let (kind, half) = match name.split_once('@') {
+                    Some((kind, "impact")) => (kind, Some(0)),
+                    Some((kind, "plain")) => (kind, Some(1)),
+                    Some((_, other)) => bail!("phase {name}: @{other} is not @impact or @plain"),
+                    None => (name, None),
+                };
+                if !["unchanged", "changed", "list"].contains(&kind) {
                     bail!("unknown phase {name}: unchanged, changed or list");
+                }
+                if half.is_some() && (!args.impact_split || kind == "list") {
+                    bail!("phase {name}: @impact and @plain are for check-in phases with --impact-split");
                 }
                 Ok(Phase {
                     name: name.to_owned(),
+                    kind: kind.to_owned(),
+                    half,
                     seconds: seconds.parse().context("phase seconds")?,
                 })
             })
@@ -1487,7 +1510,20 @@ mod phases {
             let stop = Arc::new(AtomicBool::new(false));
             let rss = rss_sampler(args.rss_pid, stop.clone());
             let before = snapshot(&args);
-            let list = phase.name == "list";
+            let list = phase.kind == "list";
+            // The hosts this phase's check-ins go to, round-robin.
+            let turn: Arc<Vec<usize>> = Arc::new(
+                (0..hosts.len())
+                    .filter(|&i| {
+                        phase.half.is_none_or(|half| {
+                            usize::from(args.impacts_of(hosts[i].index).is_none()) == half
+                        })
+                    })
+                    .collect(),
+            );
+            if turn.is_empty() {
+                bail!("phase {}: no host to check in", phase.name);
+            }
             let in_flight = if list {
                 args.list_concurrency
             } else {
@@ -1505,8 +1541,8 @@ mod phases {
                     changes.clone(),
                     cursor.clone(),
                 );
-                let halves = halves.clone();
-                let changed = phase.name == "changed";
+                let (halves, turn) = (halves.clone(), turn.clone());
+                let changed = phase.kind == "changed";
                 tasks.push(tokio::spawn(async move {
                     while Instant::now() < deadline {
                         let n = cursor.fetch_add(1, Ordering::Relaxed);
@@ -1521,7 +1557,7 @@ mod phases {
                                 Err(e) => Err(e),
                             }
                         } else {
-                            let host = &hosts[usize::try_from(n).unwrap_or(0) % hosts.len()];
+                            let host = &hosts[turn[usize::try_from(n).unwrap_or(0) % turn.len()]];
                             half = Some(usize::from(args.impacts_of(host.index).is_none()));
                             let change = changed.then(|| changes.fetch_add(1, Ordering::Relaxed));
                             phase_check_in(&client, &args, &authority, &universe, host, change)
@@ -1592,7 +1628,7 @@ mod phases {
                 .collect();
             println!("  cpu: {}", cpu_text.join(" · "));
             let mut split_json = Value::Null;
-            if args.impact_split && !list {
+            if args.impact_split && !list && phase.half.is_none() {
                 let mut halves_json = serde_json::Map::new();
                 for (i, label) in ["with impact", "without impact"].into_iter().enumerate() {
                     let (count, [p50, p90, p99, max]) = halves[i].summary();
