@@ -23,6 +23,19 @@
 //! configuration (`RUST_LOG=info`, one log line per request, written to a file).
 //! Postgres: a database `--db-name` (default `bench_fleet`) is created through `--admin-url`
 //! and dropped at the end unless `--keep`.
+//!
+//! `--rollout` (BENCHMARKS.md, "Rollouts"): the phases alternate unchanged check-ins with no
+//! rollout going out and `rollout` phases (fleet-sim creates a 5-wave policy, approves its
+//! proposal over every host, and checks in until the rollout is done, each host doing its job
+//! and reporting it at once); afterwards, for each rollout, wave by wave from the database: the
+//! last result of a wave (its `finished_at`, which `fleet-sim` sets as it sends it) to the next
+//! wave's jobs (their `created_at`: the promotion, decided in the request of that result), to
+//! that result's answer (the promotion committed; from fleet-sim's `--job-log`), and to the next
+//! wave's first job handed out.
+//!
+//! ```text
+//! target/release/bench-fleet --backend postgres --hosts 10000 --rollout
+//! ```
 
 use std::{
     path::{Path, PathBuf},
@@ -88,12 +101,14 @@ struct Args {
     /// Check-ins in flight.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-    /// fleet-sim's phases.
-    #[arg(
-        long,
-        default_value = "unchanged:20,changed:20,list:10,unchanged:20,changed:20,list:10,unchanged:20,changed:20,list:10"
-    )]
-    phases: String,
+    /// fleet-sim's phases (default: unchanged:20,changed:20,list:10 three times; with
+    /// `--rollout`, unchanged:20,rollout:300 three times and unchanged:20).
+    #[arg(long)]
+    phases: Option<String>,
+    /// Rollout phases between unchanged ones, and the promotion figures of each rollout
+    /// (module docs).
+    #[arg(long)]
+    rollout: bool,
     #[arg(long, default_values_t = ["role=web".to_owned(), "env=prod,role=db".to_owned()])]
     selector: Vec<String>,
     #[arg(long, default_value_t = 4)]
@@ -325,6 +340,15 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let api_token = made["token"].as_str().context("no API token")?.to_owned();
 
+    let phases = args.phases.clone().unwrap_or_else(|| {
+        if args.rollout {
+            "unchanged:20,rollout:300,unchanged:20,rollout:300,unchanged:20,rollout:300,unchanged:20"
+        } else {
+            "unchanged:20,changed:20,list:10,unchanged:20,changed:20,list:10,unchanged:20,changed:20,list:10"
+        }
+        .to_owned()
+    });
+    let job_log = dir.join("jobs.jsonl");
     let mut sim_args = vec![
         "--url".to_owned(),
         base.clone(),
@@ -339,7 +363,9 @@ async fn main() -> anyhow::Result<()> {
         "--role-labels".into(),
         "--distinct-ips".into(),
         "--phases".into(),
-        args.phases.clone(),
+        phases,
+        "--job-log".into(),
+        job_log.display().to_string(),
         "--list-concurrency".into(),
         args.list_concurrency.to_string(),
         "--probe-every-ms".into(),
@@ -377,6 +403,15 @@ async fn main() -> anyhow::Result<()> {
 
     stop.store(true, Ordering::Relaxed);
     sampler.await?;
+    if args.rollout {
+        let url = match args.backend {
+            Backend::Postgres => database_url.clone(),
+            Backend::Sqlite => format!("sqlite://{}/data/service.db?mode=ro", dir.display()),
+        };
+        if let Err(e) = promotions(&url, &job_log).await {
+            println!("promotion figures: {e:#}");
+        }
+    }
     println!(
         "api VmRSS peak (100 ms samples, whole run) {:.0} MiB, VmHWM {:.0} MiB; worker VmRSS peak {:.0} MiB",
         api_peak.load(Ordering::Relaxed) as f64 / 1024.0,
@@ -400,5 +435,110 @@ async fn main() -> anyhow::Result<()> {
             .await?;
     }
     anyhow::ensure!(status.success(), "fleet-sim failed: {status}");
+    Ok(())
+}
+
+/// One wave of a rollout as the database has it.
+#[derive(Default)]
+struct Wave {
+    jobs: usize,
+    /// When its jobs were made: its promotion.
+    created: Option<chrono::DateTime<chrono::Utc>>,
+    first_dispatched: Option<chrono::DateTime<chrono::Utc>>,
+    /// Its last result, and that job.
+    last_finished: Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>,
+}
+
+/// Prints, for each rollout, how long after each wave's last result the next wave was
+/// promoted, its promotion committed and its first job handed out (module docs).
+async fn promotions(database_url: &str, job_log: &Path) -> anyhow::Result<()> {
+    use std::collections::{BTreeMap, HashMap};
+
+    use entities::{host_jobs, proposal_rollouts};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+
+    // The answer to each result fleet-sim sent (Unix ms), by job id.
+    let answered: HashMap<String, i64> = std::fs::read_to_string(job_log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["event"] == "result")
+        .filter_map(|l| Some((l["job"].as_str()?.to_owned(), l["answered_ms"].as_i64()?)))
+        .collect();
+    let db = sea_orm::Database::connect(database_url).await?;
+    let rollouts = proposal_rollouts::Entity::find().all(&db).await?;
+    type Row = (
+        uuid::Uuid,
+        Option<i32>,
+        chrono::DateTime<chrono::Utc>,
+        Option<chrono::DateTime<chrono::Utc>>,
+        Option<chrono::DateTime<chrono::Utc>>,
+    );
+    for rollout in rollouts {
+        let rows: Vec<Row> = host_jobs::Entity::find()
+            .select_only()
+            .column(host_jobs::Column::Id)
+            .column(host_jobs::Column::Wave)
+            .column(host_jobs::Column::CreatedAt)
+            .column(host_jobs::Column::DispatchedAt)
+            .column(host_jobs::Column::FinishedAt)
+            .filter(host_jobs::Column::ProposalId.eq(rollout.proposal_id))
+            .filter(host_jobs::Column::Kind.ne("reboot"))
+            .into_tuple()
+            .all(&db)
+            .await?;
+        let mut waves: BTreeMap<i32, Wave> = BTreeMap::new();
+        for (id, wave, created, dispatched, finished) in rows {
+            let w = waves.entry(wave.unwrap_or(-1)).or_default();
+            w.jobs += 1;
+            w.created = Some(w.created.map_or(created, |c| c.min(created)));
+            if let Some(d) = dispatched {
+                w.first_dispatched = Some(w.first_dispatched.map_or(d, |f| f.min(d)));
+            }
+            if let Some(f) = finished
+                && w.last_finished.is_none_or(|(last, _)| f > last)
+            {
+                w.last_finished = Some((f, id));
+            }
+        }
+        let proposal = platform::ids::ProposalId::from(rollout.proposal_id);
+        println!(
+            "rollout of {proposal} ({}): wave, jobs, then from the wave's last result: next wave promoted (jobs created), promotion committed (that result answered), next wave's first job handed out",
+            rollout.state
+        );
+        let list: Vec<(&i32, &Wave)> = waves.iter().collect();
+        let mut figures = Vec::new();
+        for pair in list.windows(2) {
+            let ((index, wave), (next_index, next)) = (pair[0], pair[1]);
+            let Some((last, last_job)) = wave.last_finished else {
+                continue;
+            };
+            let ms =
+                |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| (t - last).num_milliseconds());
+            let promoted = ms(next.created);
+            let committed = answered
+                .get(&platform::ids::HostJobId::from(last_job).to_string())
+                .map(|a| a - last.timestamp_millis());
+            let first_job = ms(next.first_dispatched);
+            println!(
+                "  wave {index} ({} jobs) → wave {next_index} ({} jobs): promoted after {} ms, committed after {} ms, first job after {} ms",
+                wave.jobs,
+                next.jobs,
+                promoted.map_or("?".into(), |v| v.to_string()),
+                committed.map_or("?".into(), |v| v.to_string()),
+                first_job.map_or("?".into(), |v| v.to_string()),
+            );
+            figures.push(
+                json!({"wave": index, "jobs": wave.jobs, "next_jobs": next.jobs,
+                                "promoted_ms": promoted, "committed_ms": committed,
+                                "first_job_ms": first_job}),
+            );
+        }
+        println!(
+            "RESULT {}",
+            json!({"phase": "promotions", "proposal": proposal.to_string(),
+                   "state": rollout.state, "waves": figures})
+        );
+    }
     Ok(())
 }

@@ -53,6 +53,14 @@
 //!   the hosts that report impacts (`@impact`) or of only those that do not (`@plain`), so that
 //!   alternating phases give the CPU time per check-in of each (BENCHMARKS.md, "Impact before
 //!   approval").
+//! - `rollout:S`: first creates `--rollout-policy` (by default 5 waves: 100 hosts, 10 %, 25 %,
+//!   50 %, the rest), waits for its proposal to open over every host and approves it; then
+//!   unchanged check-ins as above until its rollout is done (or S seconds), the state asked
+//!   every 500 ms (BENCHMARKS.md, "Rollouts").
+//!
+//! In every phase a host does the jobs its check-in answer hands it and reports them at once
+//! (the latency recorded for such a check-in includes the result's); `--job-log` records the
+//! results.
 //!
 //! Each phase prints check-ins (or requests) per second, latency p50/p90/p99/max, the CPU time
 //! of this process and of each `--watch`ed process group over the phase, the machine's busy
@@ -190,7 +198,18 @@ struct Args {
     /// kept can be compared with what it acknowledged (the journal's last 2xx of each host).
     #[arg(long)]
     count_in_facts: bool,
+    /// The policy a `rollout` phase creates (JSON; its name gets the phase's number), whose
+    /// proposal over every host it approves before the phase's clock starts.
+    #[arg(long, default_value = DEFAULT_ROLLOUT_POLICY)]
+    rollout_policy: String,
 }
+
+/// A 5-wave rollout over every host: 100 canaries, 10 %, 25 %, 50 %, and the rest.
+const DEFAULT_ROLLOUT_POLICY: &str = r#"{"name": "rollout", "scope": {"groups": []},
+ "required_approvals": 1, "apply": "asap", "reboot": "never", "auto_merge": false,
+ "updates": "all", "rollout": {"waves": [{"name": "canary", "size": 100},
+ {"name": "tenth", "size": "10%"}, {"name": "quarter", "size": "25%"},
+ {"name": "half", "size": "50%"}]}}"#;
 
 impl Args {
     /// What [`inventory`] is given for host `index`: `None` when it reports no impacts.
@@ -566,6 +585,28 @@ struct Counters {
 }
 
 impl Counters {
+    fn new(args: &Args) -> anyhow::Result<Counters> {
+        Ok(Counters {
+            enrolled: AtomicU64::new(0),
+            check_ins: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            jobs: AtomicU64::new(0),
+            failed_jobs: AtomicU64::new(0),
+            reboots: AtomicU64::new(0),
+            handed: std::sync::Mutex::default(),
+            log: match &args.job_log {
+                Some(path) => Some(std::sync::Mutex::new(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .with_context(|| format!("--job-log {}", path.display()))?,
+                )),
+                None => None,
+            },
+        })
+    }
+
     /// The place of `job` in the order the fleet was first handed its jobs (1-based).
     fn ordinal(&self, job: &str) -> u64 {
         let Ok(mut handed) = self.handed.lock() else {
@@ -882,25 +923,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let authority = authority_of(&args.url);
     let universe = Arc::new(universe());
-    let counters = Arc::new(Counters {
-        enrolled: AtomicU64::new(0),
-        check_ins: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        jobs: AtomicU64::new(0),
-        failed_jobs: AtomicU64::new(0),
-        reboots: AtomicU64::new(0),
-        handed: std::sync::Mutex::default(),
-        log: match &args.job_log {
-            Some(path) => Some(std::sync::Mutex::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .with_context(|| format!("--job-log {}", path.display()))?,
-            )),
-            None => None,
-        },
-    });
+    let counters = Arc::new(Counters::new(&args)?);
     let permits = Arc::new(tokio::sync::Semaphore::new(args.concurrency.max(1)));
     let journal: Option<Journal> = match &args.journal {
         Some(path) => Some(Arc::new(std::sync::Mutex::new(
@@ -1279,8 +1302,8 @@ mod phases {
                     Some((_, other)) => bail!("phase {name}: @{other} is not @impact or @plain"),
                     None => (name, None),
                 };
-                if !["unchanged", "changed", "list"].contains(&kind) {
-                    bail!("unknown phase {name}: unchanged, changed or list");
+                if !["unchanged", "changed", "list", "rollout"].contains(&kind) {
+                    bail!("unknown phase {name}: unchanged, changed, list or rollout");
                 }
                 if half.is_some() && (!args.impact_split || kind == "list") {
                     bail!("phase {name}: @impact and @plain are for check-in phases with --impact-split");
@@ -1323,6 +1346,7 @@ mod phases {
         universe: &[String],
         host: &Host,
         changed: Option<u64>,
+        counters: &Counters,
     ) -> anyhow::Result<bool> {
         let body = match changed {
             Some(n) => {
@@ -1351,13 +1375,144 @@ mod phases {
                 unchanged(&host.facts, &digest, host.reboot_required)
             }
         };
-        let again = check_in(client, args, authority, &host.agent, &body).await?;
+        let answer = check_in_answer(client, args, authority, &host.agent, &body).await?;
         if changed.is_some()
             && let Ok(mut digest) = host.digest.lock()
         {
             body.inventory_digest.clone_into(&mut digest);
         }
-        Ok(again)
+        // Jobs (a `rollout` phase's proposal going out) are done and reported at once.
+        if !answer.jobs.is_empty() {
+            let mut reboot_required = host.reboot_required;
+            run_jobs(
+                client,
+                args,
+                authority,
+                &host.agent,
+                host.index,
+                &answer.jobs,
+                &mut reboot_required,
+                counters,
+            )
+            .await?;
+        }
+        Ok(answer.send_inventory)
+    }
+
+    /// Before a `rollout` phase: creates `--rollout-policy` (named with the phase's number),
+    /// waits for its proposal to open over all `hosts` hosts, approves it; the proposal's id.
+    async fn start_rollout(
+        client: &reqwest::Client,
+        args: &Args,
+        number: usize,
+        hosts: usize,
+    ) -> anyhow::Result<String> {
+        let (Some(org), Some(api_token)) = (&args.org, &args.api_token) else {
+            bail!("rollout phases need --org and --api-token");
+        };
+        let base = format!("{}/v1/orgs/{org}", args.url);
+        let mut body: Value =
+            serde_json::from_str(&args.rollout_policy).context("--rollout-policy")?;
+        let name = format!("{} {number}", body["name"].as_str().unwrap_or("rollout"));
+        body["name"] = json!(name);
+        let created = client
+            .post(format!("{base}/policies"))
+            .bearer_auth(api_token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = created.status();
+        let policy: Value = created.json().await.unwrap_or_default();
+        if status.as_u16() != 201 {
+            bail!("creating the rollout policy: {status} {policy}");
+        }
+        let policy_id = policy["id"].as_str().context("policy id")?.to_owned();
+        let began = Instant::now();
+        let mut last_hosts = -1;
+        let id = loop {
+            let list: Value = client
+                .get(format!("{base}/proposals?policy={policy_id}&status=open"))
+                .bearer_auth(api_token)
+                .send()
+                .await?
+                .json()
+                .await?;
+            let open = list["items"]
+                .as_array()
+                .and_then(|items| items.first())
+                .cloned();
+            if let Some(open) = open {
+                let count = open["hosts"].as_i64().unwrap_or(0);
+                if usize::try_from(count).is_ok_and(|c| c == hosts) {
+                    break open["id"].as_str().context("proposal id")?.to_owned();
+                }
+                if count != last_hosts {
+                    println!("  {name}: an open proposal of {count} of {hosts} hosts so far");
+                    last_hosts = count;
+                }
+            }
+            if began.elapsed() > Duration::from_secs(900) {
+                bail!("{name}: no open proposal of all {hosts} hosts after 900 s");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let approved = client
+            .post(format!("{base}/proposals/{id}/approve"))
+            .bearer_auth(api_token)
+            .send()
+            .await?;
+        if !approved.status().is_success() {
+            bail!("approving {id}: {}", approved.status());
+        }
+        println!(
+            "  {name}: proposal {id} of {hosts} hosts opened and approved in {:.1}s",
+            began.elapsed().as_secs_f64()
+        );
+        Ok(id)
+    }
+
+    /// Asks for the proposal's rollout state every 500 ms until it is `done` or `halted` (or
+    /// `deadline`), then sets `finished`; the last state and when it was seen.
+    fn watch_rollout(
+        client: reqwest::Client,
+        args: Arc<Args>,
+        id: String,
+        finished: Arc<AtomicBool>,
+        deadline: Instant,
+    ) -> tokio::task::JoinHandle<(String, f64)> {
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let url = format!(
+                "{}/v1/orgs/{}/proposals/{id}",
+                args.url,
+                args.org.as_deref().unwrap_or_default()
+            );
+            let mut state = String::new();
+            while Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                if let Ok(detail) = list_once(&client, &args, &url).await {
+                    detail["rollout"]["state"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .clone_into(&mut state);
+                    if state == "done" || state == "halted" {
+                        break;
+                    }
+                }
+            }
+            finished.store(true, Ordering::Relaxed);
+            (state, started.elapsed().as_secs_f64())
+        })
+    }
+
+    /// The 1-, 5- and 15-minute load averages.
+    fn load_average() -> Vec<f64> {
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .filter_map(|v| v.parse().ok())
+            .collect()
     }
 
     pub async fn run(
@@ -1501,8 +1656,20 @@ mod phases {
 
         let changes = Arc::new(AtomicU64::new(0));
         let cursor = Arc::new(AtomicU64::new(0));
-        for phase in &phases {
+        let counters = Arc::new(Counters::new(&args)?);
+        for (number, phase) in phases.iter().enumerate() {
+            let proposal = if phase.kind == "rollout" {
+                Some(start_rollout(&client, &args, number, hosts.len()).await?)
+            } else {
+                None
+            };
             let deadline = Instant::now() + Duration::from_secs(phase.seconds);
+            // A rollout phase ends when its rollout is done (or halted).
+            let finished = Arc::new(AtomicBool::new(false));
+            let watcher = proposal.clone().map(|id| {
+                watch_rollout(client.clone(), args.clone(), id, finished.clone(), deadline)
+            });
+            let results_before = counters.jobs.load(Ordering::Relaxed);
             let samples = Arc::new(Samples::default());
             // With --impact-split: the check-ins of hosts reporting impacts, and of the others.
             let halves = Arc::new([Samples::default(), Samples::default()]);
@@ -1541,10 +1708,15 @@ mod phases {
                     changes.clone(),
                     cursor.clone(),
                 );
-                let (halves, turn) = (halves.clone(), turn.clone());
+                let (halves, turn, counters, finished) = (
+                    halves.clone(),
+                    turn.clone(),
+                    counters.clone(),
+                    finished.clone(),
+                );
                 let changed = phase.kind == "changed";
                 tasks.push(tokio::spawn(async move {
-                    while Instant::now() < deadline {
+                    while Instant::now() < deadline && !finished.load(Ordering::Relaxed) {
                         let n = cursor.fetch_add(1, Ordering::Relaxed);
                         let began = Instant::now();
                         let mut half = None;
@@ -1560,8 +1732,10 @@ mod phases {
                             let host = &hosts[turn[usize::try_from(n).unwrap_or(0) % turn.len()]];
                             half = Some(usize::from(args.impacts_of(host.index).is_none()));
                             let change = changed.then(|| changes.fetch_add(1, Ordering::Relaxed));
-                            phase_check_in(&client, &args, &authority, &universe, host, change)
-                                .await
+                            phase_check_in(
+                                &client, &args, &authority, &universe, host, change, &counters,
+                            )
+                            .await
                         };
                         match result {
                             Ok(asked) => {
@@ -1611,6 +1785,15 @@ mod phases {
             }
             let after = snapshot(&args);
             stop.store(true, Ordering::Relaxed);
+            let load = load_average();
+            let results = counters.jobs.load(Ordering::Relaxed) - results_before;
+            let rollout = match (watcher, &proposal) {
+                (Some(watcher), Some(id)) => {
+                    let (state, seconds) = watcher.await?;
+                    json!({"proposal": id, "state": state, "seconds": seconds})
+                }
+                _ => Value::Null,
+            };
             let rss_peak_kib = rss.await?;
             let hwm_kib = args.rss_pid.and_then(|pid| vm_kib(pid, "VmHWM:"));
             let (cpu, wall) = cpu_between(&before, &after);
@@ -1627,6 +1810,13 @@ mod phases {
                 .map(|(label, s)| format!("{label} {s:.1}s ({:.0}%)", 100.0 * s / wall.max(0.001)))
                 .collect();
             println!("  cpu: {}", cpu_text.join(" · "));
+            println!("  load average {load:?}; job results reported {results}");
+            if !rollout.is_null() {
+                println!(
+                    "  rollout {}: {} after {:.1}s",
+                    rollout["proposal"], rollout["state"], rollout["seconds"]
+                );
+            }
             let mut split_json = Value::Null;
             if args.impact_split && !list && phase.half.is_none() {
                 let mut halves_json = serde_json::Map::new();
@@ -1664,7 +1854,8 @@ mod phases {
                        "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "max_ms": max,
                        "errors": errors, "asked_inventory": asked, "cpu_s": cpu_json,
                        "probe": {"count": probe_count, "p50_ms": pp50, "p99_ms": pp99, "max_ms": pmax},
-                       "rss_peak_kib": rss_peak_kib, "hwm_kib": hwm_kib, "impact_split": split_json})
+                       "rss_peak_kib": rss_peak_kib, "hwm_kib": hwm_kib, "impact_split": split_json,
+                       "loadavg": load, "results": results, "rollout": rollout})
             );
         }
         Ok(())
