@@ -55,8 +55,8 @@
 //!   approval").
 //! - `rollout:S`: first creates `--rollout-policy` (by default 5 waves: 100 hosts, 10 %, 25 %,
 //!   50 %, the rest), waits for its proposal to open over every host and approves it; then
-//!   unchanged check-ins as above until its rollout is done (or S seconds), the state asked
-//!   every 500 ms (BENCHMARKS.md, "Rollouts").
+//!   unchanged check-ins as above until the proposal is applied (its rollout done; or S
+//!   seconds), its list entry asked every 500 ms (BENCHMARKS.md, "Rollouts").
 //!
 //! In every phase a host does the jobs its check-in answer hands it and reports them at once
 //! (the latency recorded for such a check-in includes the result's); `--job-log` records the
@@ -1400,13 +1400,14 @@ mod phases {
     }
 
     /// Before a `rollout` phase: creates `--rollout-policy` (named with the phase's number),
-    /// waits for its proposal to open over all `hosts` hosts, approves it; the proposal's id.
+    /// waits for its proposal to open over all `hosts` hosts, approves it; the proposal's and the
+    /// policy's ids.
     async fn start_rollout(
         client: &reqwest::Client,
         args: &Args,
         number: usize,
         hosts: usize,
-    ) -> anyhow::Result<String> {
+    ) -> anyhow::Result<(String, String)> {
         let (Some(org), Some(api_token)) = (&args.org, &args.api_token) else {
             bail!("rollout phases need --org and --api-token");
         };
@@ -1443,7 +1444,8 @@ mod phases {
                 .cloned();
             if let Some(open) = open {
                 let count = open["hosts"].as_i64().unwrap_or(0);
-                if usize::try_from(count).is_ok_and(|c| c == hosts) {
+                // A host whose enrolment answer was lost (counted failed here) may still be in.
+                if usize::try_from(count).is_ok_and(|c| c >= hosts) {
                     break open["id"].as_str().context("proposal id")?.to_owned();
                 }
                 if count != last_hosts {
@@ -1468,34 +1470,35 @@ mod phases {
             "  {name}: proposal {id} of {hosts} hosts opened and approved in {:.1}s",
             began.elapsed().as_secs_f64()
         );
-        Ok(id)
+        Ok((id, policy_id))
     }
 
-    /// Asks for the proposal's rollout state every 500 ms until it is `done` or `halted` (or
-    /// `deadline`), then sets `finished`; the last state and when it was seen.
+    /// Asks for the status of the policy's proposal every 500 ms (its list entry, cheaper than
+    /// the detail) until it is final (its rollout done) or `deadline`, then sets `finished`; the
+    /// last status and when it was seen.
     fn watch_rollout(
         client: reqwest::Client,
         args: Arc<Args>,
-        id: String,
+        policy: String,
         finished: Arc<AtomicBool>,
         deadline: Instant,
     ) -> tokio::task::JoinHandle<(String, f64)> {
         tokio::spawn(async move {
             let started = Instant::now();
             let url = format!(
-                "{}/v1/orgs/{}/proposals/{id}",
+                "{}/v1/orgs/{}/proposals?policy={policy}&limit=1",
                 args.url,
                 args.org.as_deref().unwrap_or_default()
             );
             let mut state = String::new();
             while Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                if let Ok(detail) = list_once(&client, &args, &url).await {
-                    detail["rollout"]["state"]
+                if let Ok(list) = list_once(&client, &args, &url).await {
+                    list["items"][0]["status"]
                         .as_str()
                         .unwrap_or_default()
                         .clone_into(&mut state);
-                    if state == "done" || state == "halted" {
+                    if ["applied", "partially_applied", "failed"].contains(&state.as_str()) {
                         break;
                     }
                 }
@@ -1666,8 +1669,14 @@ mod phases {
             let deadline = Instant::now() + Duration::from_secs(phase.seconds);
             // A rollout phase ends when its rollout is done (or halted).
             let finished = Arc::new(AtomicBool::new(false));
-            let watcher = proposal.clone().map(|id| {
-                watch_rollout(client.clone(), args.clone(), id, finished.clone(), deadline)
+            let watcher = proposal.clone().map(|(_, policy)| {
+                watch_rollout(
+                    client.clone(),
+                    args.clone(),
+                    policy,
+                    finished.clone(),
+                    deadline,
+                )
             });
             let results_before = counters.jobs.load(Ordering::Relaxed);
             let samples = Arc::new(Samples::default());
@@ -1759,13 +1768,14 @@ mod phases {
             let prober =
                 (!list && args.probe_every_ms > 0 && !args.selector.is_empty()).then(|| {
                     let (args, client, probes) = (args.clone(), client.clone(), probes.clone());
+                    let finished = finished.clone();
                     tokio::spawn(async move {
                         let Ok(url) = list_url(&args, &args.selector[0]) else {
                             return;
                         };
                         let mut tick =
                             tokio::time::interval(Duration::from_millis(args.probe_every_ms));
-                        while Instant::now() < deadline {
+                        while Instant::now() < deadline && !finished.load(Ordering::Relaxed) {
                             tick.tick().await;
                             let began = Instant::now();
                             match list_once(&client, &args, &url).await {
@@ -1788,7 +1798,7 @@ mod phases {
             let load = load_average();
             let results = counters.jobs.load(Ordering::Relaxed) - results_before;
             let rollout = match (watcher, &proposal) {
-                (Some(watcher), Some(id)) => {
+                (Some(watcher), Some((id, _))) => {
                     let (state, seconds) = watcher.await?;
                     json!({"proposal": id, "state": state, "seconds": seconds})
                 }
