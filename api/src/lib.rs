@@ -92,7 +92,7 @@ pub fn app(state: AppState) -> impl Endpoint + 'static {
     let settle = http::identity_cache::SettleChanges::new(&state.db);
     Route::new()
         // The liveness probe skips the OpenAPI service's routing (`http::health::Liveness`).
-        .at(http::health::LIVENESS_PATH, http::health::Liveness)
+        .at(http::probes::LIVENESS_PATH, http::health::Liveness)
         .nest("/v1/openapi.json", spec)
         .nest("/docs", docs)
         .nest(

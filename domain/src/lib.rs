@@ -12,6 +12,7 @@ pub mod billing;
 pub mod email_limits;
 pub mod fleet;
 pub mod intel;
+pub mod invitations;
 pub mod notifications;
 pub mod policy;
 pub mod proposals;

@@ -205,7 +205,7 @@ impl Database {
                 migration::Migrator::up(&self.orm, None)
                     .await
                     .context("applying migrations")?;
-                crate::jobs::setup_sqlite(pool).await
+                crate::queue_schema::setup_sqlite(pool).await
             }
             Pool::Postgres(pool) => {
                 // One connection, so that the session lock and the migration share it.
@@ -225,7 +225,7 @@ impl Database {
                     migration::Migrator::up(&orm, None)
                         .await
                         .context("applying migrations")?;
-                    crate::jobs::setup_postgres(&single).await
+                    crate::queue_schema::setup_postgres(&single).await
                 }
                 .await;
                 let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
@@ -466,7 +466,7 @@ fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
     let stopped = stop.clone();
     tokio::spawn(async move {
         let pool = &pool;
-        crate::runtime::every(CHECKPOINT_EVERY, &stopped, move || async move {
+        crate::every::every(CHECKPOINT_EVERY, &stopped, move || async move {
             if pool.is_closed() {
                 return false;
             }
@@ -590,7 +590,7 @@ mod tests {
         let Pool::Sqlite(pool) = &db.pool else {
             unreachable!("a SQLite database")
         };
-        crate::jobs::setup_sqlite(pool)
+        crate::queue_schema::setup_sqlite(pool)
             .await
             .expect("the queue's tables");
 

@@ -45,7 +45,7 @@ impl Alive {
     /// written is logged and tried again at the next.
     pub async fn beat(self, pool: Pool, every: Duration, stop: CancellationToken) {
         let (alive, pool) = (&self, &pool);
-        platform::runtime::every(every, &stop, move || async move {
+        platform::every::every(every, &stop, move || async move {
             let names = alive.names();
             if !names.is_empty()
                 && let Err(err) = beat_once(pool, &names).await

@@ -25,7 +25,7 @@ use super::{
 use crate::{
     AppState,
     fleet::enrollment_tokens::{TOKEN_PREFIX, usable},
-    fleet::hosts::record_event,
+    fleet::events::record_event,
     http::error::{ApiError, BadRequest, Conflict, Errors, Forbidden, Unauthorized},
     http::scope::{Credential, OrgScope},
     http::tags::Tag,

@@ -14,7 +14,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter
 use super::{limits::HostRateLimited, signed::Signed};
 use crate::{
     AppState,
-    fleet::hosts::record_event,
+    fleet::events::record_event,
     http::error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
     http::scope::OrgScope,
     http::tags::Tag,

@@ -20,7 +20,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::{
-    fleet::hosts::record_event,
+    fleet::events::record_event,
     http::error::ApiError,
     http::scope::{OrgScope, Untenanted},
 };

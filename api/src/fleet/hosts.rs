@@ -1,12 +1,14 @@
 //! Hosts for members: list with filters, detail, edit (display name, notes, labels),
 //! decommission, and the host's event history.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
+use domain::ProposalStatus;
 use entities::{
     group_hosts, groups, host_events, host_labels, hosts,
     json::{JsonText, Unreadable},
+    proposal_hosts, proposals,
 };
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
@@ -16,13 +18,14 @@ use poem_openapi::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, Set,
+    QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::{
     AppState,
+    fleet::events::record_event,
     http::access::org,
     http::error::{
         ApiError, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
@@ -262,7 +265,7 @@ async fn open_proposals<C: ConnectionTrait>(
     scope: OrgScope,
     host_id: Uuid,
 ) -> Result<Vec<ProposalRef>, ApiError> {
-    Ok(crate::proposals::api::open_for_hosts(db, scope, &[host_id])
+    Ok(open_for_hosts(db, scope, &[host_id])
         .await?
         .remove(&host_id)
         .unwrap_or_default())
@@ -295,25 +298,58 @@ pub async fn store_labels<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Records a host event.
-pub async fn record_event<C: ConnectionTrait>(
+/// Open (not final) proposals of each of `host_ids`, newest first, for host views: two
+/// queries however many hosts.
+pub async fn open_for_hosts<C: ConnectionTrait>(
     db: &C,
-    host: &hosts::Model,
-    kind: &str,
-    details: Option<Value>,
-    at: DateTime<Utc>,
-) -> Result<(), sea_orm::DbErr> {
-    host_events::ActiveModel {
-        id: Set(platform::ids::new_uuid()),
-        org_id: Set(host.org_id),
-        host_id: Set(host.id),
-        kind: Set(kind.to_owned()),
-        details: Set(details.as_ref().map(JsonText::new).transpose()?),
-        created_at: Set(at),
+    scope: OrgScope,
+    host_ids: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<ProposalRef>>, ApiError> {
+    // The hosts' proposal rows by the host index, then those proposals by primary key: no
+    // scan of the organization's (ever growing) proposal history.
+    let pairs: Vec<(Uuid, Uuid)> = proposal_hosts::Entity::rows()
+        .select_only()
+        .column(proposal_hosts::Column::HostId)
+        .column(proposal_hosts::Column::ProposalId)
+        .filter(proposal_hosts::Column::HostId.is_in(host_ids.iter().copied()))
+        .into_tuple()
+        .all(db)
+        .await?;
+    if pairs.is_empty() {
+        return Ok(HashMap::new());
     }
-    .insert(db)
-    .await
-    .map(|_| ())
+    let ids: BTreeSet<Uuid> = pairs.iter().map(|(_, p)| *p).collect();
+    let found: HashMap<Uuid, proposals::Model> = scope
+        .rows::<proposals::Entity>()
+        .filter(proposals::Column::Id.is_in(ids))
+        .filter(proposals::Column::Status.is_not_in(ProposalStatus::FINAL))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
+    let mut by_host: HashMap<Uuid, Vec<&proposals::Model>> = HashMap::new();
+    for (host, proposal) in &pairs {
+        if let Some(p) = found.get(proposal) {
+            by_host.entry(*host).or_default().push(p);
+        }
+    }
+    Ok(by_host
+        .into_iter()
+        .map(|(host, mut list)| {
+            list.sort_by_key(|p| std::cmp::Reverse(p.number));
+            let refs = list
+                .into_iter()
+                .map(|p| ProposalRef {
+                    id: ProposalId::from(p.id),
+                    number: p.number,
+                    status: p.status.clone(),
+                    title: p.title.clone(),
+                })
+                .collect();
+            (host, refs)
+        })
+        .collect())
 }
 
 /// A condition selecting the organization's hosts whose labels satisfy `selector`.
@@ -562,8 +598,7 @@ impl HostsApi {
             .into_iter()
             .map(|g| (g.id, g.name))
             .collect();
-        let mut open =
-            crate::proposals::api::open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
+        let mut open = open_for_hosts(&state.db.orm, org.scope(), &ids).await?;
         let releases = super::agent_releases::channels(&state.db.orm).await?;
         Ok(Json(rows.try_page(|h| {
             let mut refs: Vec<GroupRef> = memberships

@@ -21,20 +21,6 @@ use crate::{
     state::AppState,
 };
 
-/// The liveness probe's path.
-pub const LIVENESS_PATH: &str = "/healthz";
-/// The readiness probe's path.
-pub const READINESS_PATH: &str = "/readyz";
-
-/// The probe `path` is, if it is one.
-pub fn probe(path: &str) -> Option<&'static str> {
-    match path {
-        LIVENESS_PATH => Some(LIVENESS_PATH),
-        READINESS_PATH => Some(READINESS_PATH),
-        _ => None,
-    }
-}
-
 /// `/healthz` without the OpenAPI service: what `HealthApi::healthz` answers, `GET` and `HEAD`
 /// (no body, as poem answers a `HEAD`), and 405 with `Allow` otherwise.
 pub struct Liveness;

@@ -204,7 +204,7 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
         let scim = crate::scim::v2::wire::is_scim_path(path);
         // Probes are polled every few seconds by whatever runs the service: their lines are
         // `debug` (a failing probe's answer is still logged at `info`).
-        let probe = crate::http::health::probe(path);
+        let probe = crate::http::probes::probe(path);
         let unrouted = unrouted_label(path);
         let span = if probe.is_some() {
             tracing::debug_span!("request", method = %req.method(), %path, %request_id)
@@ -213,7 +213,7 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
         };
         // Nothing on the liveness probe's path pushes headers (a 405 carries its `Allow` as the
         // error's data), so its requests go without extensions: no map to allocate per probe.
-        let extra = (path != crate::http::health::LIVENESS_PATH).then(|| {
+        let extra = (path != crate::http::probes::LIVENESS_PATH).then(|| {
             let extra = ExtraHeaders::default();
             req.extensions_mut().insert(extra.clone());
             extra

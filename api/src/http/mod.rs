@@ -12,6 +12,7 @@ pub mod input;
 pub mod middleware;
 pub mod openapi;
 pub mod paging;
+pub mod probes;
 pub mod rate_limit;
 pub mod revoke;
 pub mod scope;

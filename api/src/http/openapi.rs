@@ -54,7 +54,7 @@ impl<T: OpenApi> OpenApi for Documented<T> {
         let mut apis = T::meta();
         for path in apis.iter_mut().flat_map(|api| api.paths.iter_mut()) {
             // The liveness probe reads no database; SCIM documents its own errors (SCIM's).
-            let liveness = path.path == crate::http::health::LIVENESS_PATH
+            let liveness = path.path == crate::http::probes::LIVENESS_PATH
                 || crate::scim::v2::wire::is_scim_path(&path.path);
             for operation in path.operations.iter_mut() {
                 if operation.request.is_some() {

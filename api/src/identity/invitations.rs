@@ -3,7 +3,7 @@
 //! the person in. Creating, listing and revoking need a person (never an API token), and an
 //! invitation holds only while its inviter may still invite that role.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use entities::{accounts, invitations, memberships, organizations};
 use platform::{
     ids::{AccountId, InvitationId},
@@ -37,8 +37,6 @@ use crate::{
     identity::members::lock_org,
     identity::roles::{AdministerInPerson, Right, Role},
 };
-
-pub const INVITATION_TTL: Duration = Duration::days(7);
 
 #[derive(Object)]
 #[oai(deny_unknown_fields)]
@@ -225,7 +223,7 @@ impl InvitationsApi {
             token_hash: Set(placeholder.hash),
             invited_by: Set(org.caller.account_id()),
             created_at: Set(now),
-            expires_at: Set(now + INVITATION_TTL),
+            expires_at: Set(now + domain::invitations::INVITATION_TTL),
             accepted_at: Set(None),
             revoked_at: Set(None),
             revoked_reason: Set(None),

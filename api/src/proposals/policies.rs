@@ -7,13 +7,14 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Utc};
 use domain::ProposalStatus;
 use entities::{
-    groups,
+    group_hosts, groups, hosts,
     json::{JsonText, RolloutSpec},
     policies, proposals,
 };
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, param::Query, payload::Json};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, PaginatorTrait, QueryFilter, QuerySelect,
+    Select, Set,
 };
 use uuid::Uuid;
 
@@ -24,7 +25,7 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
-    http::scope::OrgScope,
+    http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     http::text::{Name, Text},
     identity::audit::Entry,
@@ -347,7 +348,7 @@ async fn validate<C: ConnectionTrait>(
                 .map(Selector::parse)
                 .transpose()
                 .map_err(|e| ApiError::invalid(format!("scope.selector: {e}")))?;
-            let covered = super::preview::covered(
+            let covered = covered(
                 scope,
                 &groups_wanted.iter().copied().collect::<Vec<_>>(),
                 parsed.as_ref(),
@@ -670,4 +671,26 @@ impl PoliciesApi {
         txn.commit().await?;
         Ok(Deleted::Deleted)
     }
+}
+
+/// The live hosts of the organization in one of `groups` (any host when none) that match
+/// `selector` (when given): the hosts a policy with that scope covers.
+pub fn covered(
+    scope: OrgScope,
+    groups: &[Uuid],
+    selector: Option<&Selector>,
+) -> Select<hosts::Entity> {
+    let mut query = scope
+        .rows::<hosts::Entity>()
+        .filter(hosts::Column::DecommissionedAt.is_null());
+    if !groups.is_empty() {
+        let members = group_hosts::Entity::column_of(group_hosts::Column::HostId)
+            .and_where(group_hosts::Column::GroupId.is_in(groups.iter().copied()))
+            .to_owned();
+        query = query.filter(hosts::Column::Id.in_subquery(members));
+    }
+    if let Some(selector) = selector {
+        query = query.filter(crate::fleet::hosts::selector_condition(scope, selector));
+    }
+    query
 }

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use entities::{
-    group_hosts, groups, hosts,
+    groups, hosts,
     json::{JsonText, Labels},
 };
 use platform::{
@@ -13,11 +13,11 @@ use platform::{
     window::{Window, WindowSpec},
 };
 use poem_openapi::{Object, OpenApi, payload::Json};
-use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter, QuerySelect, Select};
+use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use super::{
-    policies::{MAX_SCOPE_GROUPS, OPENINGS_SHOWN, Scope, WindowBody, openings},
+    policies::{MAX_SCOPE_GROUPS, OPENINGS_SHOWN, Scope, WindowBody, covered, openings},
     rollouts::RolloutBody,
 };
 use domain::proposals::rollout::rule::{self, Candidate};
@@ -26,7 +26,7 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
-    http::scope::{OrgScope, Untenanted},
+    http::scope::OrgScope,
     http::tags::Tag,
     identity::roles::ReadFleet,
 };
@@ -62,28 +62,6 @@ pub struct PolicyPreview {
     /// wave, `rest`, of every host. A proposal's waves are cut from its own hosts (those that
     /// need its change) when it goes ahead, so they may be smaller.
     pub waves: Vec<WavePreview>,
-}
-
-/// The live hosts of the organization in one of `groups` (any host when none) that match
-/// `selector` (when given): the hosts a policy with that scope covers.
-pub fn covered(
-    scope: OrgScope,
-    groups: &[Uuid],
-    selector: Option<&Selector>,
-) -> Select<hosts::Entity> {
-    let mut query = scope
-        .rows::<hosts::Entity>()
-        .filter(hosts::Column::DecommissionedAt.is_null());
-    if !groups.is_empty() {
-        let members = group_hosts::Entity::column_of(group_hosts::Column::HostId)
-            .and_where(group_hosts::Column::GroupId.is_in(groups.iter().copied()))
-            .to_owned();
-        query = query.filter(hosts::Column::Id.in_subquery(members));
-    }
-    if let Some(selector) = selector {
-        query = query.filter(crate::fleet::hosts::selector_condition(scope, selector));
-    }
-    query
 }
 
 /// The scope's groups as ids of this organization; 400 for anything else.

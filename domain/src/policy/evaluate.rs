@@ -30,7 +30,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{
-    grouping::{ChangeKey, Desired},
+    change_key::ChangeKey,
+    grouping::Desired,
     needs,
     plan::{Current, PackagePlan, plan_packages, plan_releases},
     reported::Reports,

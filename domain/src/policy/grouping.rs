@@ -17,26 +17,11 @@ use entities::json::{
 use uuid::Uuid;
 
 use super::{
+    change_key::ChangeKey,
     impact::{Builder, HostImpacts},
     reported::Reported,
 };
 use crate::severity;
-
-/// What makes two changes the same change.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ChangeKey {
-    pub package: String,
-    pub ecosystem: String,
-    pub from_version: String,
-    pub to_version: String,
-}
-
-impl ChangeKey {
-    /// The update itself, whatever version a host starts from.
-    pub fn target(&self) -> (&str, &str, &str) {
-        (&self.package, &self.ecosystem, &self.to_version)
-    }
-}
 
 /// One change: how many hosts need it and what it fixes.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -277,7 +277,7 @@ mod tests {
     use entities::json::{Impact, JsonText};
 
     use super::*;
-    use crate::policy::grouping::ChangeKey;
+    use crate::policy::change_key::ChangeKey;
 
     fn reported(impact: Option<Impact>, requires_reboot: bool) -> Reported {
         Reported::new(

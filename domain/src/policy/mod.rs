@@ -8,6 +8,7 @@
 //! [`store`] writes, [`dirty`] coalesces
 //! the evaluations that host and group changes ask for.
 
+pub mod change_key;
 pub mod dirty;
 pub mod evaluate;
 pub mod grouping;

@@ -19,7 +19,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{
-    grouping::{ChangeKey, Coverage, Desired, Grouping, HostRelease, InFlight, Update},
+    change_key::ChangeKey,
+    grouping::{Coverage, Desired, Grouping, HostRelease, InFlight, Update},
     reported::{Reported, Reports},
     scope::Scope,
 };

@@ -18,7 +18,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use entities::json::{HostImpact, JsonText};
 use uuid::Uuid;
 
-use super::grouping::{ChangeKey, Desired, Release};
+use super::{
+    change_key::ChangeKey,
+    grouping::{Desired, Release},
+};
 
 /// What happens to the policy's package proposal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,7 +22,7 @@ use std::{
 use entities::json::{Advisory, Impact, JsonText, Unreadable};
 use uuid::Uuid;
 
-use super::grouping::ChangeKey;
+use super::change_key::ChangeKey;
 use crate::severity;
 
 /// Host-update references kept before everything is forgotten (4 bytes … 8 bytes each, about

@@ -15,7 +15,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{
-    grouping::{Change, ChangeKey, Desired},
+    change_key::ChangeKey,
+    grouping::{Change, Desired},
     plan::{HostDiff, StoredHost, diff_changes, diff_hosts, encode},
     rules::Rules,
     summary::Summary,

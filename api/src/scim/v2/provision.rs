@@ -335,7 +335,7 @@ async fn invite(
         token_hash: Set(placeholder.hash),
         invited_by: Set(issuer),
         created_at: Set(now),
-        expires_at: Set(now + crate::identity::invitations::INVITATION_TTL),
+        expires_at: Set(now + domain::invitations::INVITATION_TTL),
         accepted_at: Set(None),
         revoked_at: Set(None),
         revoked_reason: Set(None),
