@@ -57,14 +57,7 @@ enum PlanAction {
 
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async move {
+    platform::runtime::block_on(async move {
         match args.command {
             None => platform::runtime::run_main(args.config, crate::run).await,
             Some(Command::Backup { file }) => {

@@ -331,6 +331,25 @@ impl Outbound {
     pub async fn send(&self, request: RequestBuilder) -> Result<Response, OutboundError> {
         Ok(request.send().await?)
     }
+
+    /// `GET url` for a document the service reads (a feed, a manifest): the body of a 2xx
+    /// answer, at most `limit` bytes.
+    pub async fn fetch(&self, url: &Url, limit: usize) -> Result<Vec<u8>, FetchError> {
+        let response = self.send(self.request(Method::GET, url)?).await?;
+        if !response.status().is_success() {
+            return Err(FetchError::Status(response.status()));
+        }
+        Ok(read_limited(response, limit).await?)
+    }
+}
+
+/// Why [`Outbound::fetch`] has no document.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Outbound(#[from] OutboundError),
+    #[error("the server answered {0}")]
+    Status(reqwest::StatusCode),
 }
 
 /// [`Outbound::check_url`] without a client: what a URL must be before it is even resolved.

@@ -66,6 +66,18 @@ pub fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
+/// Runs a program's `main` future on a new multi-threaded runtime; a runtime that cannot start
+/// is one line on stderr and a failed exit.
+pub fn block_on<F: std::future::Future<Output = ExitCode>>(main: F) -> ExitCode {
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(main),
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Validates the configuration, installs logging and runs `body`; any failure becomes one
 /// line on stderr and a non-zero exit code.
 pub async fn run_main<F, Fut>(raw: RawConfig, body: F) -> ExitCode

@@ -25,14 +25,7 @@ struct Args {
 
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(platform::runtime::run_main(
+    platform::runtime::block_on(platform::runtime::run_main(
         args.config,
         |config| async move {
             if args.failed {

@@ -4,7 +4,6 @@
 pub mod alive;
 pub mod attempts;
 pub mod cli;
-pub mod emails;
 pub mod failed;
 pub mod jobs;
 pub mod mailer;

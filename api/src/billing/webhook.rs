@@ -172,7 +172,7 @@ async fn payment_failed_emails<C: sea_orm::ConnectionTrait>(
         .into_iter()
         .filter_map(|(_, account)| account)
         .map(|account| {
-            worker::emails::payment_failed(
+            domain::notifications::emails::payment_failed(
                 &state.config.base_url,
                 &account.email,
                 &org.name,

@@ -160,18 +160,6 @@ async fn policies_follow(state: &AppState, org_id: Uuid) -> Result<(), ApiError>
         .map_err(ApiError::Internal)
 }
 
-/// A unique violation on the group name is a conflict.
-fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
-    if matches!(
-        err.sql_err(),
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-    ) {
-        ApiError::Conflict(format!("A group named {name:?} exists."))
-    } else {
-        err.into()
-    }
-}
-
 type Mutation = OrgConflictErrors;
 
 pub struct GroupsApi;
@@ -204,7 +192,7 @@ impl GroupsApi {
         }
         .insert(&txn)
         .await
-        .map_err(|e| name_taken(e, &name))?;
+        .map_err(|e| ApiError::name_taken(e, "group", &name))?;
         Entry::new("group.created")
             .org(org.org_id())
             .by(&org.caller)
@@ -304,7 +292,7 @@ impl GroupsApi {
         let updated = changed
             .update(&txn)
             .await
-            .map_err(|e| name_taken(e, name.as_deref().unwrap_or_default()))?;
+            .map_err(|e| ApiError::name_taken(e, "group", name.as_deref().unwrap_or_default()))?;
         Entry::new("group.updated")
             .org(org.org_id())
             .by(&org.caller)

@@ -111,6 +111,19 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A unique violation on the name of a `what` (a group, a policy, a notification channel)
+    /// is 409 `conflict` naming it; any other database error stays what it is.
+    pub fn name_taken(err: sea_orm::DbErr, what: &str, name: &str) -> Self {
+        if matches!(
+            err.sql_err(),
+            Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+        ) {
+            ApiError::Conflict(format!("A {what} named {name:?} exists."))
+        } else {
+            err.into()
+        }
+    }
+
     pub fn invalid(detail: impl Into<String>) -> Self {
         ApiError::InvalidRequest(detail.into())
     }

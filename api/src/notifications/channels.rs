@@ -271,18 +271,6 @@ async fn recipients_allowed<C: sea_orm::ConnectionTrait>(
     }
 }
 
-/// A unique violation on the channel name is a conflict.
-fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
-    if matches!(
-        err.sql_err(),
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-    ) {
-        ApiError::Conflict(format!("A notification channel named {name:?} exists."))
-    } else {
-        err.into()
-    }
-}
-
 type ReadErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
 type WriteErrors = Errors<(
     BadRequest,
@@ -375,7 +363,7 @@ impl ChannelsApi {
         }
         .insert(&txn)
         .await
-        .map_err(|e| name_taken(e, &name))?;
+        .map_err(|e| ApiError::name_taken(e, "notification channel", &name))?;
         Entry::new("notification_channel.created")
             .org(org.org_id())
             .by(&org.caller)
@@ -448,10 +436,13 @@ impl ChannelsApi {
             secret = config.signing_secret().map(str::to_owned);
         }
         changed.updated_at = Set(now);
-        let updated = changed
-            .update(&txn)
-            .await
-            .map_err(|e| name_taken(e, name.as_deref().unwrap_or_default()))?;
+        let updated = changed.update(&txn).await.map_err(|e| {
+            ApiError::name_taken(
+                e,
+                "notification channel",
+                name.as_deref().unwrap_or_default(),
+            )
+        })?;
         Entry::new("notification_channel.updated")
             .org(org.org_id())
             .by(&org.caller)

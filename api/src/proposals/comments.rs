@@ -400,11 +400,11 @@ impl CommentsApi {
             if muted.contains(&member.id) || !emailed.insert(member.id) {
                 continue;
             }
-            let email = worker::emails::mention(
+            let email = domain::notifications::emails::mention(
                 &state.config.base_url,
                 &member.email,
                 &author_name,
-                worker::emails::MentionedOn {
+                domain::notifications::emails::MentionedOn {
                     org_name: &org.org.name,
                     org_slug: &org.org.slug,
                     proposal_id: proposal.id,

@@ -462,17 +462,6 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
     })
 }
 
-fn name_taken(err: sea_orm::DbErr, name: &str) -> ApiError {
-    if matches!(
-        err.sql_err(),
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-    ) {
-        ApiError::Conflict(format!("A policy named {name:?} exists."))
-    } else {
-        err.into()
-    }
-}
-
 async fn evaluate_soon(state: &AppState, policy_id: Uuid) -> Result<(), ApiError> {
     domain::policy::mark_policies_dirty(&state.db, &[policy_id], state.clock.now())
         .await
@@ -525,7 +514,7 @@ impl PoliciesApi {
         }
         .insert(&txn)
         .await
-        .map_err(|e| name_taken(e, &valid.name))?;
+        .map_err(|e| ApiError::name_taken(e, "policy", &valid.name))?;
         Entry::new("policy.created")
             .org(org.org_id())
             .by(&org.caller)
@@ -616,7 +605,7 @@ impl PoliciesApi {
         let row = changed
             .update(&txn)
             .await
-            .map_err(|e| name_taken(e, &valid.name))?;
+            .map_err(|e| ApiError::name_taken(e, "policy", &valid.name))?;
         Entry::new("policy.updated")
             .org(org.org_id())
             .by(&org.caller)

@@ -3,10 +3,10 @@
 //! unknown channel, a version that is not semver) is a warning and the channels already known
 //! are kept.
 
+use anyhow::Context;
 use apalis::prelude::{BoxDynError, Data};
 use domain::intel::releases;
-use platform::{jobs::ReadAgentManifest, outbound::read_limited};
-use reqwest::Method;
+use platform::jobs::ReadAgentManifest;
 
 use crate::Deps;
 
@@ -18,28 +18,21 @@ pub async fn run(_job: ReadAgentManifest, deps: Data<Deps>) -> Result<(), BoxDyn
         Ok(channels) => {
             releases::store(&deps.db, channels, deps.clock.now()).await?;
         }
-        Err(reason) => {
-            tracing::warn!(%reason, "agent manifest not read; the channels known are kept")
+        Err(err) => {
+            tracing::warn!(
+                error = format!("{err:#}"),
+                "agent manifest not read; the channels known are kept"
+            )
         }
     }
     Ok(())
 }
 
-async fn read(deps: &Deps, url: &url::Url) -> Result<Vec<releases::Release>, String> {
-    let request = deps
+async fn read(deps: &Deps, url: &url::Url) -> anyhow::Result<Vec<releases::Release>> {
+    let body = deps
         .outbound
-        .request(Method::GET, url)
-        .map_err(|e| e.to_string())?;
-    let response = deps
-        .outbound
-        .send(request)
+        .fetch(url, releases::MAX_MANIFEST_BYTES)
         .await
-        .map_err(|e| e.to_string())?;
-    if !response.status().is_success() {
-        return Err(format!("the manifest answered {}", response.status()));
-    }
-    let body = read_limited(response, releases::MAX_MANIFEST_BYTES)
-        .await
-        .map_err(|e| e.to_string())?;
-    releases::parse(&body).map_err(|e| e.to_string())
+        .context("fetching the manifest")?;
+    Ok(releases::parse(&body).context("reading the manifest")?)
 }

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use domain::{
     ProposalStatus,
     notifications::digest::{Frequency, zone},
+    notifications::emails::{self, DigestContent, DigestItem},
 };
 use entities::{
     accounts, digest_settings, host_events, hosts, memberships, organizations, proposal_decisions,
@@ -24,10 +25,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::{
-    Deps,
-    emails::{self, DigestContent, DigestItem},
-};
+use crate::Deps;
 
 /// Items listed per section; the count says how many there are in all.
 const LISTED: u64 = 20;

@@ -5,10 +5,10 @@
 //! that fix them evaluate again, which marks those proposals `known_exploited` and announces
 //! `advisory.known_exploited` once per organization and CVE.
 
+use anyhow::Context;
 use apalis::prelude::{BoxDynError, Data};
 use domain::intel::kev;
-use platform::{jobs::RefreshKev, outbound::read_limited};
-use reqwest::Method;
+use platform::jobs::RefreshKev;
 
 use crate::Deps;
 
@@ -21,8 +21,11 @@ pub async fn run(_job: RefreshKev, deps: Data<Deps>) -> Result<(), BoxDynError> 
                 tracing::info!(added = new.len(), "known-exploited catalogue refreshed");
                 added.extend(new);
             }
-            Err(reason) => {
-                tracing::warn!(%reason, "known-exploited feed not read; the catalogue is unchanged")
+            Err(err) => {
+                tracing::warn!(
+                    error = format!("{err:#}"),
+                    "known-exploited feed not read; the catalogue is unchanged"
+                )
             }
         }
     }
@@ -33,21 +36,11 @@ pub async fn run(_job: RefreshKev, deps: Data<Deps>) -> Result<(), BoxDynError> 
     Ok(())
 }
 
-async fn read_feed(deps: &Deps, url: &url::Url) -> Result<Vec<kev::Record>, String> {
-    let request = deps
+async fn read_feed(deps: &Deps, url: &url::Url) -> anyhow::Result<Vec<kev::Record>> {
+    let body = deps
         .outbound
-        .request(Method::GET, url)
-        .map_err(|e| e.to_string())?;
-    let response = deps
-        .outbound
-        .send(request)
+        .fetch(url, kev::MAX_FEED_BYTES)
         .await
-        .map_err(|e| e.to_string())?;
-    if !response.status().is_success() {
-        return Err(format!("the feed answered {}", response.status()));
-    }
-    let body = read_limited(response, kev::MAX_FEED_BYTES)
-        .await
-        .map_err(|e| e.to_string())?;
-    kev::parse(&body).map_err(|e| e.to_string())
+        .context("fetching the feed")?;
+    Ok(kev::parse(&body).context("reading the feed")?)
 }

@@ -4,7 +4,9 @@
 //! message, so no job payload ever holds a live credential. A retry mints a new token (the
 //! one of a failed attempt never reached anybody); a refused address aborts at once.
 
-use crate::{Deps, emails, mailer::DeliveryError};
+use domain::notifications::emails;
+
+use crate::{Deps, mailer::DeliveryError};
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data};
 use chrono::{DateTime, Duration, Utc};
 use entities::{

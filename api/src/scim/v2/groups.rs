@@ -21,7 +21,7 @@ use super::{
     resources::{
         GROUP_SCHEMA, Group, GroupInput, GroupList, LIST_SCHEMA, Meta, PatchOperation, Reference,
     },
-    users::{Paging, eq_filter, text, user_location},
+    users::{Paging, eq_filter, key_taken, text, user_location},
     wire::ScimError,
 };
 use crate::{AppState, http::scope::OrgScope};
@@ -341,21 +341,6 @@ async fn current_members(
         .collect())
 }
 
-async fn name_taken(
-    txn: &DatabaseTransaction,
-    scope: OrgScope,
-    key: &str,
-    except: Option<Uuid>,
-) -> Result<bool, ScimError> {
-    let mut query = scope
-        .rows::<scim_groups::Entity>()
-        .filter(scim_groups::Column::DisplayNameKey.eq(key));
-    if let Some(id) = except {
-        query = query.filter(scim_groups::Column::Id.ne(id));
-    }
-    Ok(query.count(txn).await? > 0)
-}
-
 /// Writes the group's new state and its members, then recomputes the roles it touches.
 async fn store(
     state: &AppState,
@@ -367,7 +352,16 @@ async fn store(
 ) -> Result<Group, ScimError> {
     let wanted = members(&txn, scope, draft.members).await?;
     let key = draft.display_name.to_lowercase();
-    if key != row.display_name_key && name_taken(&txn, scope, &key, Some(row.id)).await? {
+    if key != row.display_name_key
+        && key_taken::<scim_groups::Entity>(
+            &txn,
+            scope,
+            scim_groups::Column::DisplayNameKey,
+            &key,
+            Some((scim_groups::Column::Id, row.id)),
+        )
+        .await?
+    {
         return Err(ScimError::uniqueness(
             "A group with that displayName exists.",
         ));
@@ -446,7 +440,15 @@ pub async fn create(
     let now = state.clock.now();
     let txn = provision::begin(state, scope).await?;
     let key = draft.display_name.to_lowercase();
-    if name_taken(&txn, scope, &key, None).await? {
+    if key_taken::<scim_groups::Entity>(
+        &txn,
+        scope,
+        scim_groups::Column::DisplayNameKey,
+        &key,
+        None,
+    )
+    .await?
+    {
         return Err(ScimError::uniqueness(
             "A group with that displayName exists.",
         ));

@@ -28,7 +28,7 @@ use super::{
 use crate::{
     AppState,
     http::input,
-    http::scope::{OrgScope, Untenanted},
+    http::scope::{OrgScope, Tenant, Untenanted},
 };
 
 /// Longest `userName`, `externalId`, `displayName` or name part accepted.
@@ -577,17 +577,22 @@ pub async fn list(
     })
 }
 
-async fn user_name_taken(
+/// Whether another of the organization's `E` rows holds `key` in `key_column` (a user's
+/// `userName` and a group's `displayName` are unique per organization, case-insensitively);
+/// `except` is the row being changed, by its id column.
+pub async fn key_taken<E: Tenant>(
     txn: &DatabaseTransaction,
     scope: OrgScope,
+    key_column: E::Column,
     key: &str,
-    except: Option<Uuid>,
-) -> Result<bool, ScimError> {
-    let mut query = scope
-        .rows::<scim_users::Entity>()
-        .filter(scim_users::Column::UserNameKey.eq(key));
-    if let Some(id) = except {
-        query = query.filter(scim_users::Column::AccountId.ne(id));
+    except: Option<(E::Column, Uuid)>,
+) -> Result<bool, ScimError>
+where
+    E::Model: Sync,
+{
+    let mut query = scope.rows::<E>().filter(key_column.eq(key));
+    if let Some((column, id)) = except {
+        query = query.filter(column.ne(id));
     }
     Ok(query.count(txn).await? > 0)
 }
@@ -636,7 +641,9 @@ pub async fn create(
     let now = state.clock.now();
     let txn = provision::begin(state, scope).await?;
     let key = draft.user_name.to_lowercase();
-    if user_name_taken(&txn, scope, &key, None).await? {
+    if key_taken::<scim_users::Entity>(&txn, scope, scim_users::Column::UserNameKey, &key, None)
+        .await?
+    {
         return Err(ScimError::uniqueness("A user with that userName exists."));
     }
     let account = match accounts::Entity::rows()
@@ -712,7 +719,16 @@ async fn store(
     now: DateTime<Utc>,
 ) -> Result<User, ScimError> {
     let key = draft.user_name.to_lowercase();
-    if key != row.user_name_key && user_name_taken(&txn, scope, &key, Some(row.account_id)).await? {
+    if key != row.user_name_key
+        && key_taken::<scim_users::Entity>(
+            &txn,
+            scope,
+            scim_users::Column::UserNameKey,
+            &key,
+            Some((scim_users::Column::AccountId, row.account_id)),
+        )
+        .await?
+    {
         return Err(ScimError::uniqueness("A user with that userName exists."));
     }
     let account_id = row.account_id;

@@ -1,24 +1,11 @@
-//! The emails the service sends: plain text and HTML, with links built from `SERVICE_BASE_URL`.
+//! The emails the service sends to people (sign-in and sign-up links, invitations, mentions,
+//! digests, billing): plain text and HTML, with links built from `SERVICE_BASE_URL`.
 //! Every value shown in HTML goes through [`escape`].
 
 use platform::{ids::ProposalId, jobs::SendEmail};
 use url::Url;
 
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use super::wire::escape;
 
 /// `{base}{path}?token=…`
 pub fn link(base: &Url, path: &str, token: &str) -> String {
@@ -235,7 +222,7 @@ pub fn digest(
     to: &str,
     org_name: &str,
     org_slug: &str,
-    frequency: domain::notifications::digest::Frequency,
+    frequency: crate::notifications::digest::Frequency,
     zone: chrono_tz::Tz,
     now: chrono::DateTime<chrono::Utc>,
     content: &DigestContent,
@@ -243,7 +230,7 @@ pub fn digest(
     let day = now.with_timezone(&zone).format("%A %-d %B %Y");
     let subject = format!(
         "{} digest for {org_name}: {} awaiting your approval",
-        if frequency == domain::notifications::digest::Frequency::Weekly {
+        if frequency == crate::notifications::digest::Frequency::Weekly {
             "Weekly"
         } else {
             "Daily"
