@@ -647,10 +647,14 @@ async fn ten_simulated_hosts_never_have_more_than_three_jobs_out_with_max_in_fli
             (*at, ms(result, "sent_ms"))
         })
         .collect();
-    assert_eq!(
-        most_at_once(&out),
-        3,
-        "as many as the cap allows, never more: {out:?}"
+    // The simulator's times lie inside the service's (handed before the answer arrives, the
+    // result received after it is sent), so what it sees at once is at most what the service
+    // had out. At least two at once shows the cap was what held the rest back; how close to
+    // three it gets depends on how fast a loaded machine checks the hosts in.
+    let most = most_at_once(&out);
+    assert!(
+        (2..=3).contains(&most),
+        "never more than the cap, and jobs out together: {most} at once in {out:?}"
     );
     stop(sim, program).await;
 }

@@ -34,5 +34,5 @@ async fn read(deps: &Deps, url: &url::Url) -> anyhow::Result<Vec<releases::Relea
         .fetch(url, releases::MAX_MANIFEST_BYTES)
         .await
         .context("fetching the manifest")?;
-    Ok(releases::parse(&body).context("reading the manifest")?)
+    releases::parse(&body).context("reading the manifest")
 }

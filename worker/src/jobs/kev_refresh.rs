@@ -42,5 +42,5 @@ async fn read_feed(deps: &Deps, url: &url::Url) -> anyhow::Result<Vec<kev::Recor
         .fetch(url, kev::MAX_FEED_BYTES)
         .await
         .context("fetching the feed")?;
-    Ok(kev::parse(&body).context("reading the feed")?)
+    kev::parse(&body).context("reading the feed")
 }
