@@ -500,8 +500,11 @@ async fn twenty_simulated_hosts_go_out_two_then_half_halt_at_a_failure_page_once
     let resumed = post(&client, &format!("{proposal}/resume"), &token, None).await;
     assert_eq!(resumed.0, 200, "{}", resumed.1);
     assert_ne!(resumed.1["state"], "halted", "{}", resumed.1);
+    // The detail reads the proposal before its rollout, not in one snapshot: the result that
+    // ends the rollout and settles the proposal (one transaction) can land between the two
+    // reads, so wait for the proposal's own status to have left `applying` too.
     let done = detail_when(&program, &client, &token, &id, "the rollout done", |d| {
-        d["rollout"]["state"] == "done"
+        d["rollout"]["state"] == "done" && d["status"] != "applying"
     })
     .await;
     assert_eq!(done["status"], "partially_applied", "one host failed");
@@ -628,7 +631,7 @@ async fn ten_simulated_hosts_never_have_more_than_three_jobs_out_with_max_in_fli
             "{:#}",
             d["rollout"]
         );
-        d["rollout"]["state"] == "done"
+        d["rollout"]["state"] == "done" && d["status"] != "applying"
     })
     .await;
     assert_eq!(done["status"], "applied", "{done:#}");
