@@ -1356,7 +1356,9 @@ async fn disk_full(claims: &mut Claims, short: bool) -> anyhow::Result<()> {
     let interval = 5;
     let smtp = SmtpSink::start().await;
     let dir = tempfile::Builder::new().prefix("campaign-disk").tempdir()?;
-    let disk = tests::disk::Tmpfs::mount(256)?;
+    // Room for the hosts' inventories before the filler takes the rest: 256 MiB, enough for the
+    // short form's 100 hosts, filled up before the full form's 500 had all checked in.
+    let disk = tests::disk::Tmpfs::mount(if short { 256 } else { 1024 })?;
     let file = disk.path().join("fleet.db");
     let url = format!("sqlite://{}?mode=rwc", file.display());
     let smtp_url = smtp.url();
