@@ -54,8 +54,15 @@ fn pool_options<DB: sqlx::Database>(max_connections: u32) -> sqlx::pool::PoolOpt
 /// one and the next plain statement ran inside it, all answered as done and none ever committed
 /// (RELIABILITY.md, "Writes acknowledged and lost after a full disk"). Closed instead, the pool
 /// opens a fresh connection when one is needed.
+///
+/// Only a connection that still counts as inside a transaction pays a round trip: flushing a
+/// queued ROLLBACK only ever leaves a transaction, so one outside needs no look (every release
+/// on the hot paths).
 async fn reusable<C: sqlx::Connection>(conn: &mut C) -> Result<bool, sqlx::Error> {
-    // A dropped transaction queued its ROLLBACK: let it run before looking.
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    // A dropped transaction queued its ROLLBACK: let it run before looking again.
     conn.ping().await?;
     if conn.is_in_transaction() {
         tracing::warn!(
