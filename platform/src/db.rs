@@ -448,9 +448,12 @@ fn sqlite_options(url: &str) -> anyhow::Result<SqliteConnectOptions> {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
-        .busy_timeout(Duration::from_secs(10))
+        .busy_timeout(SQLITE_BUSY_TIMEOUT)
         // Checkpoints run beside the writers instead ([`checkpoint_in_the_background`]).
         .pragma("wal_autocheckpoint", "0")
+        // A WAL that a burst of writes grew is cut back to this size when it starts over,
+        // instead of keeping the burst's size on disk for good.
+        .pragma("journal_size_limit", WAL_BOUND_BYTES.to_string())
         // Prepared statements kept per connection. A multi-row insert of a few hundred
         // packages is one statement of thousands of parameters, and each chunk size is a
         // statement of its own: at sqlx's default of 100 per connection they held most of the
@@ -461,6 +464,14 @@ fn sqlite_options(url: &str) -> anyhow::Result<SqliteConnectOptions> {
 /// How often a SQLite database's WAL is copied into the database file.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
+/// The WAL's size past which the background checkpoint empties and truncates it, and the size
+/// the WAL file is cut back to when it starts over (`journal_size_limit`).
+pub const WAL_BOUND_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How long the truncating checkpoint waits for readers and the writer before it gives up
+/// until the next tick: while it waits, new writers wait for it.
+const TRUNCATE_WAITS_AT_MOST: Duration = Duration::from_millis(200);
+
 /// Copies what SQLite's WAL holds into the database file every [`CHECKPOINT_EVERY`], on a
 /// connection of the pool, until the returned guard is dropped. SQLite's own checkpoint (off
 /// on this process's connections) runs inside the commit that takes the WAL past 1,000 pages,
@@ -468,6 +479,13 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// commit waited for it (655 ms of a policy's turn in one run), and so did every write queued
 /// behind it on the writing connection. A passive checkpoint waits for no reader or writer,
 /// and none waits for it.
+///
+/// A passive checkpoint never starts the WAL over, though: a writer does, when the WAL was
+/// copied in full and no reader still reads from it, which a steady stream of reads and writes
+/// can keep from ever happening (a soak's enrolment of 10,000 hosts grew the WAL to 2.4 GB in
+/// two minutes). So once the WAL holds more than [`WAL_BOUND_BYTES`], the checkpoint is a
+/// truncating one, which waits up to [`TRUNCATE_WAITS_AT_MOST`] for the readers of the WAL
+/// to finish, and tries again at the next tick if they have not.
 fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
     let stop = CancellationToken::new();
     let stopped = stop.clone();
@@ -477,9 +495,7 @@ fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
             if pool.is_closed() {
                 return false;
             }
-            if let Err(err) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(pool)
-                .await
+            if let Err(err) = checkpoint(pool).await
                 && !pool.is_closed()
             {
                 tracing::warn!(error = %err, "checkpointing SQLite's WAL");
@@ -490,6 +506,43 @@ fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
     });
     stop.drop_guard()
 }
+
+/// One tick of [`checkpoint_in_the_background`].
+async fn checkpoint(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+    // (busy, pages in the WAL, pages copied): -1 pages when the database is not in WAL mode.
+    let (_, pages, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(pool)
+        .await?;
+    let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
+        .fetch_one(pool)
+        .await?;
+    let bytes = u64::try_from(pages.saturating_mul(page_size)).unwrap_or(0);
+    if bytes <= WAL_BOUND_BYTES {
+        return Ok(());
+    }
+    let mut conn = pool.acquire().await?;
+    let waits = TRUNCATE_WAITS_AT_MOST.as_millis().to_string();
+    sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA busy_timeout = {waits}")))
+        .execute(&mut *conn)
+        .await?;
+    let truncated = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut *conn)
+        .await;
+    let restored = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "PRAGMA busy_timeout = {}",
+        SQLITE_BUSY_TIMEOUT.as_millis()
+    )))
+    .execute(&mut *conn)
+    .await;
+    if restored.is_err() {
+        // A connection left with the short timeout would give up on locks too early.
+        conn.close_on_drop();
+    }
+    truncated.map(|_| ())
+}
+
+/// How long a SQLite statement waits for a lock another connection holds.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Prepared statements kept per SQLite connection: the hot paths' statements, not every
 /// insert of every chunk size.
@@ -674,6 +727,52 @@ mod tests {
                 "8 MiB committed did not reach the database file in 10 s"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        db.close().await;
+    }
+
+    /// A burst of writes while a read holds the WAL open grows the WAL past its bound; once
+    /// the read is over, the background checkpoint empties the WAL and the file is cut back,
+    /// instead of keeping the burst's size on disk for good (a soak's enrolment of 10,000 hosts
+    /// left a WAL of 2.4 GB behind).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_wal_is_cut_back_after_a_burst() {
+        use sea_orm::TransactionTrait;
+
+        let (cleanup, db) = temp_database("CREATE TABLE t (b BLOB NOT NULL)").await;
+        let wal = cleanup.0.join("test.db-wal");
+        let wal_bytes = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+        // A read transaction keeps what it has seen of the WAL from being overwritten.
+        let reader = db.orm.begin().await.expect("a reader");
+        reader
+            .execute_unprepared("SELECT count(*) FROM t")
+            .await
+            .expect("read");
+        let mib = WAL_BOUND_BYTES / (1024 * 1024);
+        for _ in 0..mib + 16 {
+            db.writer()
+                .execute_unprepared("INSERT INTO t (b) VALUES (randomblob(1024 * 1024))")
+                .await
+                .expect("insert");
+        }
+        assert!(
+            wal_bytes() > WAL_BOUND_BYTES,
+            "the burst did not grow the WAL past its bound"
+        );
+        reader.rollback().await.expect("the read ends");
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while wal_bytes() > WAL_BOUND_BYTES {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the WAL was still {} bytes 15 s after the burst",
+                wal_bytes()
+            );
+            // Writes go on, as in a running service.
+            db.writer()
+                .execute_unprepared("INSERT INTO t (b) VALUES (x'00')")
+                .await
+                .expect("insert");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         db.close().await;
     }

@@ -1612,6 +1612,9 @@ async fn soak(claims: &mut Claims, args: &Args) -> anyhow::Result<()> {
             ("DATABASE_URL", url.as_str()),
             ("SMTP_URL", smtp_url.as_str()),
             ("RUST_LOG", "error"),
+            // One process on either database: its memory is the api's, the workers' and the
+            // scheduler's (retention runs in the scheduler).
+            ("EMBEDDED_WORKERS", "true"),
         ],
         &dir.path().join("api.log"),
     )
