@@ -17,9 +17,13 @@ pub mod notifications;
 pub mod policy;
 pub mod proposals;
 pub mod retention;
+pub mod roles;
 pub mod severity;
 pub mod sso;
 pub mod status;
 pub mod window;
 
-pub use status::{Decision, HostJobStatus, HostStatus, ProposalStatus, RolloutState};
+pub use status::{
+    Apply, ChangelogStatus, Coverage, Decision, DeliveryStatus, Ecosystem, HostEventKind, HostJobStatus, HostStatus,
+    JobKind, ProposalKind, ProposalStatus, Reboot, RolloutState,
+};

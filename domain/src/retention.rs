@@ -31,8 +31,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::{
-    notifications::{EventKind, delivery_status},
-    status::HostJobStatus,
+    notifications::EventKind,
+    status::{DeliveryStatus, HostJobStatus},
 };
 
 /// Rows deleted per statement.
@@ -98,7 +98,7 @@ async fn prune_deliveries(db: &Database, before: DateTime<Utc>) -> Result<u64, D
             .select_only()
             .column(notification_deliveries::Column::Id)
             .filter(notification_deliveries::Column::CreatedAt.lt(before))
-            .filter(notification_deliveries::Column::Status.ne(delivery_status::PENDING))
+            .filter(notification_deliveries::Column::Status.ne(DeliveryStatus::Pending))
             .order_by_asc(notification_deliveries::Column::CreatedAt)
             .limit(BATCH)
             .into_tuple()
@@ -114,7 +114,7 @@ async fn prune_deliveries(db: &Database, before: DateTime<Utc>) -> Result<u64, D
         let deleted = notification_deliveries::Entity::delete_many()
             .filter(notification_deliveries::Column::Id.is_in(ids))
             // Not one that went back to pending in between.
-            .filter(notification_deliveries::Column::Status.ne(delivery_status::PENDING))
+            .filter(notification_deliveries::Column::Status.ne(DeliveryStatus::Pending))
             .exec(db.writer())
             .await?
             .rows_affected;

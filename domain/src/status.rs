@@ -209,6 +209,104 @@ pass_through_enum! {
     }
 }
 
+pass_through_enum! {
+    /// When a policy's approved changes go out (`policies.apply`, `proposals.apply`).
+    Apply {
+        /// As soon as the proposal is approved.
+        Asap => "asap",
+        /// As soon as it is approved and the maintenance window is open.
+        AsapInWindow => "asap_in_window",
+    }
+}
+
+pass_through_enum! {
+    /// What approving lets a job do about reboots (`policies.reboot`, `proposals.reboot`, a
+    /// job's payload).
+    Reboot {
+        Never => "never",
+        /// Right after applying, when the host needs it.
+        Immediate => "immediate",
+        /// When the host needs it, only inside the maintenance window.
+        InWindow => "in_window",
+    }
+}
+
+pass_through_enum! {
+    /// Which updates a policy proposes (`policies.updates`).
+    Coverage {
+        /// Every available update, and release upgrades.
+        All => "all",
+        /// Only updates that fix an advisory or that the distribution marks as security.
+        Security => "security",
+    }
+}
+
+pass_through_enum! {
+    /// What a proposal proposes (`proposals.kind`).
+    ProposalKind {
+        PackageUpdate => "package_update",
+        /// Every change fixes an advisory or is marked security.
+        SecurityUpdate => "security_update",
+        /// A release upgrade.
+        DistUpgrade => "dist_upgrade",
+    }
+}
+
+pass_through_enum! {
+    /// What a host job does (`host_jobs.kind`): apply package updates, a release upgrade, or
+    /// the reboot that follows either (decisions §20).
+    JobKind {
+        ApplyUpdates => "apply_updates",
+        DistUpgrade => "dist_upgrade",
+        Reboot => "reboot",
+    }
+}
+
+pass_through_enum! {
+    /// What happened to a host (`host_events.kind`).
+    HostEventKind {
+        Enrolled => "enrolled",
+        /// It checked in after three intervals of silence.
+        CheckedInAfterGap => "checked_in_after_gap",
+        /// The sweep found it silent for three intervals.
+        WentOffline => "went_offline",
+        LabelsChanged => "labels_changed",
+        /// Its agent reported a job's result.
+        JobRan => "job_ran",
+        Decommissioned => "decommissioned",
+    }
+}
+
+pass_through_enum! {
+    /// Where a notification delivery is (`notification_deliveries.status`): pending until
+    /// delivered, failed or skipped.
+    DeliveryStatus {
+        Pending => "pending",
+        Delivered => "delivered",
+        Failed => "failed",
+        Skipped => "skipped",
+    }
+}
+
+pass_through_enum! {
+    /// A cached changelog's status (`changelogs.status`), interface.md's names.
+    ChangelogStatus {
+        /// Not fetched yet.
+        Pending => "pending",
+        Found => "found",
+        /// None to be had for this version.
+        Missing => "missing",
+    }
+}
+
+pass_through_enum! {
+    /// The package ecosystem of a change (`proposal_changes.ecosystem`, `host_updates`).
+    Ecosystem {
+        Deb => "deb",
+        Rpm => "rpm",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! The agent operations: enrol, check in, renew the certificate.
 
 use chrono::{DateTime, Duration, Utc};
+use domain::HostEventKind;
 use entities::{enrollment_tokens, host_keys, hosts, json::JsonText};
 use platform::ids::HostId;
 use poem::{Request, RequestBody};
@@ -340,7 +341,7 @@ impl AgentApi {
                     .await?;
             }
             if gap {
-                record_event(&txn, &next, "checked_in_after_gap", None, now).await?;
+                record_event(&txn, &next, HostEventKind::CheckedInAfterGap, None, now).await?;
             }
             if new_day {
                 store::record_day(&txn, &next, now).await?;

@@ -4,7 +4,7 @@
 //! proposal is `applied`, `partially_applied` or `failed`.
 
 use chrono::{DateTime, Utc};
-use domain::{HostJobStatus, proposals::JobPayload};
+use domain::{HostEventKind, HostJobStatus, proposals::JobPayload};
 use entities::{host_jobs, hosts};
 use platform::ids::{HostId, HostJobId, ProposalId};
 use poem_openapi::{ApiResponse, OpenApi, param::Path};
@@ -157,7 +157,7 @@ impl AgentJobsApi {
             record_event(
                 &txn,
                 &host_row,
-                "job_ran",
+                HostEventKind::JobRan,
                 Some(serde_json::json!({
                     "job_id": HostJobId::from(job.id),
                     "proposal_id": job.proposal_id.map(ProposalId::from),

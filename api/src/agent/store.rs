@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use domain::billing::Plan;
+use domain::{HostEventKind, billing::Plan};
 use entities::{
     enrollment_tokens, host_days, host_inventories,
     host_inventories::Fingerprints,
@@ -183,7 +183,7 @@ pub async fn enrol_host(
         record_event(
             txn,
             &host,
-            "enrolled",
+            HostEventKind::Enrolled,
             Some(serde_json::json!({"again": true})),
             now,
         )
@@ -251,7 +251,7 @@ pub async fn enrol_host(
     record_event(
         txn,
         &host,
-        "enrolled",
+        HostEventKind::Enrolled,
         Some(serde_json::json!({"hostname": host.hostname})),
         now,
     )

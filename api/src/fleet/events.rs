@@ -1,6 +1,7 @@
 //! A host's event history: what happened to it, written beside the change that caused it.
 
 use chrono::{DateTime, Utc};
+use domain::HostEventKind;
 use entities::{host_events, hosts, json::JsonText};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 use serde_json::Value;
@@ -9,7 +10,7 @@ use serde_json::Value;
 pub async fn record_event<C: ConnectionTrait>(
     db: &C,
     host: &hosts::Model,
-    kind: &str,
+    kind: HostEventKind,
     details: Option<Value>,
     at: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
@@ -17,7 +18,7 @@ pub async fn record_event<C: ConnectionTrait>(
         id: Set(platform::ids::new_uuid()),
         org_id: Set(host.org_id),
         host_id: Set(host.id),
-        kind: Set(kind.to_owned()),
+        kind: Set(kind.into()),
         details: Set(details.as_ref().map(JsonText::new).transpose()?),
         created_at: Set(at),
     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
-use domain::ProposalStatus;
+use domain::{HostEventKind, ProposalStatus};
 use entities::{
     group_hosts, groups, host_events, host_labels, hosts,
     json::{JsonText, Unreadable},
@@ -741,7 +741,7 @@ impl HostsApi {
             record_event(
                 &txn,
                 &updated,
-                "labels_changed",
+                HostEventKind::LabelsChanged,
                 Some(serde_json::json!({"from": old_labels, "to": labels})),
                 now,
             )
@@ -814,7 +814,7 @@ impl HostsApi {
             now,
         )
         .await?;
-        record_event(&txn, &updated, "decommissioned", None, now).await?;
+        record_event(&txn, &updated, HostEventKind::Decommissioned, None, now).await?;
         Entry::new("host.decommissioned")
             .org(org.org_id())
             .by(&org.caller)

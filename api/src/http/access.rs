@@ -513,7 +513,7 @@ impl<R: Requirement> OrgAccess<R> {
                 "This operation needs a person: sign in. API tokens cannot be used for it.",
             ));
         }
-        if !role.allows(R::RIGHT) {
+        if !R::RIGHT.allowed_to(role) {
             return Err(ApiError::forbidden(format!(
                 "This needs the role {} or above; yours is {role}.",
                 R::RIGHT.minimum_role()

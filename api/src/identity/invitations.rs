@@ -159,7 +159,7 @@ async fn authority(
         .await?
         .and_then(|m| m.role.parse::<Role>().ok());
     Ok(match inviter {
-        Some(role) if role.allows(Right::Administer) && role.at_least(invited) => Ok(invited),
+        Some(role) if Right::Administer.allowed_to(role) && role.at_least(invited) => Ok(invited),
         _ => Err((
             "Whoever sent this invitation can no longer invite to this organization; ask one of \
              its admins for a new invitation.",

@@ -210,7 +210,7 @@ impl MembersApi {
     ) -> Result<Removed, MemberErrors> {
         let account_id = *member_id;
         let leaving = account_id.uuid() == org.caller.account_id();
-        if !leaving && !org.role.allows(Right::Administer) {
+        if !leaving && !Right::Administer.allowed_to(org.role) {
             return Err(ApiError::forbidden(
                 "Removing another member needs role admin or above; any member may leave.",
             )

@@ -1,83 +1,7 @@
 //! Roles and rights (decisions §4): which role may do what, as data that the access extractor
 //! enforces and the OpenAPI document states.
 
-use std::{fmt, str::FromStr};
-
-/// A member's role in an organization, from most to least powerful.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
-    Owner,
-    Admin,
-    Operator,
-    Viewer,
-}
-
-impl Role {
-    pub const ALL: [Role; 4] = [Role::Owner, Role::Admin, Role::Operator, Role::Viewer];
-
-    fn rank(self) -> u8 {
-        match self {
-            Role::Owner => 3,
-            Role::Admin => 2,
-            Role::Operator => 1,
-            Role::Viewer => 0,
-        }
-    }
-
-    /// Whether this role has at least the powers of `other`.
-    pub fn at_least(self, other: Role) -> bool {
-        self.rank() >= other.rank()
-    }
-
-    /// The less powerful of two roles.
-    pub fn min(self, other: Role) -> Role {
-        if self.at_least(other) { other } else { self }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Owner => "owner",
-            Role::Admin => "admin",
-            Role::Operator => "operator",
-            Role::Viewer => "viewer",
-        }
-    }
-
-    pub fn allows(self, right: Right) -> bool {
-        self.at_least(right.minimum_role())
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = ();
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "owner" => Ok(Role::Owner),
-            "admin" => Ok(Role::Admin),
-            "operator" => Ok(Role::Operator),
-            "viewer" => Ok(Role::Viewer),
-            _ => Err(()),
-        }
-    }
-}
-
-/// The role single sign-on or SCIM gives (never owner).
-impl From<domain::sso::SsoRole> for Role {
-    fn from(role: domain::sso::SsoRole) -> Self {
-        match role {
-            domain::sso::SsoRole::Admin => Role::Admin,
-            domain::sso::SsoRole::Operator => Role::Operator,
-            domain::sso::SsoRole::Viewer => Role::Viewer,
-        }
-    }
-}
+pub use domain::roles::Role;
 
 /// The rows of the permission matrix of decisions §4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +31,11 @@ pub enum Right {
 }
 
 impl Right {
+    /// Whether `role` has this right.
+    pub fn allowed_to(self, role: Role) -> bool {
+        role.at_least(self.minimum_role())
+    }
+
     pub fn minimum_role(self) -> Role {
         match self {
             Right::ReadFleet | Right::OwnSettings => Role::Viewer,
@@ -226,19 +155,8 @@ mod tests {
     fn the_permission_matrix_is_decisions_section_4() {
         for (right, allowed) in MATRIX {
             for (role, expected) in Role::ALL.into_iter().zip(allowed) {
-                assert_eq!(role.allows(right), expected, "{role} on {right:?}");
+                assert_eq!(right.allowed_to(role), expected, "{role} on {right:?}");
             }
         }
-    }
-
-    #[test]
-    fn roles_parse_and_order() {
-        for role in Role::ALL {
-            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
-        }
-        assert!("root".parse::<Role>().is_err());
-        assert!(Role::Owner.at_least(Role::Admin));
-        assert!(!Role::Viewer.at_least(Role::Operator));
-        assert_eq!(Role::Admin.min(Role::Operator), Role::Operator);
     }
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 use domain::{
-    ProposalStatus,
+    ProposalKind, ProposalStatus,
     proposals::{
         self as lifecycle,
         decide::{self, DecisionError, Refusal},
@@ -258,7 +258,7 @@ pub struct Changelog {
 
 impl Changelog {
     fn of(cached: Option<&entities::changelogs::Model>, from: &str, to: &str) -> Changelog {
-        use domain::intel::changelog::{FOUND, PENDING, between};
+        use domain::intel::changelog::{ChangelogStatus as Stored, between};
         let Some(row) = cached else {
             return Changelog {
                 status: ChangelogStatus::Pending,
@@ -266,19 +266,20 @@ impl Changelog {
                 entries: Vec::new(),
             };
         };
-        let entries = if row.status == FOUND {
+        let status = Stored::from(row.status.as_str());
+        let entries = if status == Stored::Found {
             // A cached list that cannot be read shows nothing rather than failing the detail.
             between(row.entries.read().unwrap_or_default(), from, to)
         } else {
             Vec::new()
         };
         Changelog {
-            status: match row.status.as_str() {
-                FOUND => ChangelogStatus::Found,
-                PENDING => ChangelogStatus::Pending,
+            url: (status == Stored::Found).then(|| row.url.clone()).flatten(),
+            status: match status {
+                Stored::Found => ChangelogStatus::Found,
+                Stored::Pending => ChangelogStatus::Pending,
                 _ => ChangelogStatus::Missing,
             },
-            url: (row.status == FOUND).then(|| row.url.clone()).flatten(),
             entries: entries
                 .into_iter()
                 .map(|e| ChangelogEntryView {
@@ -651,7 +652,7 @@ async fn detail<C: ConnectionTrait>(
         id: ProposalId::from(p.id),
         outstanding: lifecycle::outstanding(&p),
         policy: policy_ref(&p),
-        release_upgrade: match (&p.release_upgrade, p.kind == "dist_upgrade") {
+        release_upgrade: match (&p.release_upgrade, ProposalKind::from(p.kind.as_str()) == ProposalKind::DistUpgrade) {
             (Some(column), true) => Some(column.read()?.into()),
             _ => None,
         },

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use domain::ProposalStatus;
+use domain::{ProposalStatus, status};
 use entities::{
     group_hosts, groups, hosts,
     json::{JsonText, RolloutSpec},
@@ -267,11 +267,11 @@ struct Valid {
     groups: Vec<Uuid>,
     selector: Option<String>,
     required: i32,
-    apply: &'static str,
+    apply: status::Apply,
     window: Option<JsonText<WindowSpec>>,
-    reboot: &'static str,
+    reboot: status::Reboot,
     auto_merge: bool,
-    updates: &'static str,
+    updates: status::Coverage,
     min_severity: Option<&'static str>,
     rollout: Option<JsonText<RolloutSpec>>,
 }
@@ -366,19 +366,19 @@ async fn validate<C: ConnectionTrait>(
         selector,
         required: body.required_approvals,
         apply: match body.apply {
-            Apply::Asap => "asap",
-            Apply::AsapInWindow => "asap_in_window",
+            Apply::Asap => status::Apply::Asap,
+            Apply::AsapInWindow => status::Apply::AsapInWindow,
         },
         window,
         reboot: match body.reboot {
-            Reboot::Never => "never",
-            Reboot::Immediate => "immediate",
-            Reboot::InWindow => "in_window",
+            Reboot::Never => status::Reboot::Never,
+            Reboot::Immediate => status::Reboot::Immediate,
+            Reboot::InWindow => status::Reboot::InWindow,
         },
         auto_merge: body.auto_merge,
         updates: match body.updates {
-            Coverage::All => "all",
-            Coverage::Security => "security",
+            Coverage::All => status::Coverage::All,
+            Coverage::Security => status::Coverage::Security,
         },
         min_severity: body.min_severity.map(Severity::as_str),
         rollout,
@@ -438,22 +438,20 @@ fn view(row: policies::Model, now: DateTime<Utc>) -> Result<Policy, ApiError> {
             selector: row.selector,
         },
         required_approvals: row.required_approvals,
-        apply: if row.apply == "asap_in_window" {
-            Apply::AsapInWindow
-        } else {
-            Apply::Asap
+        apply: match status::Apply::from(row.apply.as_str()) {
+            status::Apply::AsapInWindow => Apply::AsapInWindow,
+            _ => Apply::Asap,
         },
         window,
-        reboot: match row.reboot.as_str() {
-            "immediate" => Reboot::Immediate,
-            "in_window" => Reboot::InWindow,
+        reboot: match status::Reboot::from(row.reboot.as_str()) {
+            status::Reboot::Immediate => Reboot::Immediate,
+            status::Reboot::InWindow => Reboot::InWindow,
             _ => Reboot::Never,
         },
         auto_merge: row.auto_merge,
-        updates: if row.updates == "security" {
-            Coverage::Security
-        } else {
-            Coverage::All
+        updates: match status::Coverage::from(row.updates.as_str()) {
+            status::Coverage::Security => Coverage::Security,
+            _ => Coverage::All,
         },
         min_severity: row.min_severity.as_deref().and_then(severity),
         rollout,

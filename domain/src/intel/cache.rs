@@ -19,8 +19,8 @@ use platform::{
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set, sea_query::OnConflict};
 use uuid::Uuid;
 
-use super::changelog::{self, PENDING};
-use crate::status::ProposalStatus;
+use super::changelog::{self, ChangelogStatus};
+use crate::status::{Ecosystem, ProposalStatus};
 
 /// What identifies one cached changelog.
 pub type Key = (String, String, String);
@@ -61,7 +61,7 @@ pub async fn queue_for_policy(
             .column(proposal_changes::Column::SourceName)
             .column(proposal_changes::Column::ToVersion)
             .filter(proposal_changes::Column::ProposalId.is_in(chunk.to_vec()))
-            .filter(proposal_changes::Column::Ecosystem.eq("deb"))
+            .filter(proposal_changes::Column::Ecosystem.eq(Ecosystem::Deb))
             .filter(proposal_changes::Column::SourceName.is_not_null())
             .filter(proposal_changes::Column::Distro.is_in(["ubuntu", "debian"]))
             .into_tuple()
@@ -154,7 +154,7 @@ fn pending_row(
         distro: Set(distro.to_owned()),
         source: Set(source.to_owned()),
         version: Set(version.to_owned()),
-        status: Set(PENDING.to_owned()),
+        status: Set(ChangelogStatus::Pending.into()),
         url: Set(None),
         entries: Set(JsonText::new(&Vec::<ChangelogEntry>::new())?),
         attempts: Set(0),
@@ -174,7 +174,7 @@ pub async fn requeue_stranded(db: &Database, now: DateTime<Utc>) -> anyhow::Resu
         .column(changelogs::Column::Source)
         .column(changelogs::Column::Version)
         .column(changelogs::Column::Attempts)
-        .filter(changelogs::Column::Status.eq(PENDING))
+        .filter(changelogs::Column::Status.eq(ChangelogStatus::Pending))
         .filter(changelogs::Column::UpdatedAt.lt(now - STRANDED_AFTER))
         .limit(1000)
         .into_tuple()

@@ -10,6 +10,8 @@ use std::{io::Read, sync::LazyLock};
 use debversion::Version;
 use entities::json::ChangelogEntry;
 
+use crate::status::Ecosystem;
+
 /// Entries shown per change (interface.md, Limits).
 pub const MAX_ENTRIES: usize = 15;
 /// The most of a changelog that is read (compressed or not) and, decompressed, parsed. A
@@ -18,11 +20,7 @@ pub const MAX_BYTES: usize = 4 * 1024 * 1024;
 /// The most of one entry's text that is kept.
 const MAX_TEXT: usize = 16 * 1024;
 
-/// Statuses of a cached changelog, interface.md's names: not fetched yet, read, or none to be
-/// had for this version.
-pub const PENDING: &str = "pending";
-pub const FOUND: &str = "found";
-pub const MISSING: &str = "missing";
+pub use crate::status::ChangelogStatus;
 
 /// Distributions whose archives publish changelogs, with their components in the order tried.
 pub fn components(distro: &str) -> Option<&'static [&'static str]> {
@@ -35,7 +33,7 @@ pub fn components(distro: &str) -> Option<&'static [&'static str]> {
 
 /// Whether a change (ecosystem, distribution, source package) has a changelog to fetch.
 pub fn has_changelog(ecosystem: &str, distro: Option<&str>, source: Option<&str>) -> bool {
-    ecosystem == "deb" && source.is_some() && distro.and_then(components).is_some()
+    Ecosystem::from(ecosystem) == Ecosystem::Deb && source.is_some() && distro.and_then(components).is_some()
 }
 
 /// The archive's pool prefix of a source package: `libf` for `libfoo`, else its first letter.

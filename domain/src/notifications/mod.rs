@@ -132,14 +132,6 @@ impl FromStr for ChannelKind {
     }
 }
 
-/// What a delivery is: pending until delivered, failed or skipped.
-pub mod delivery_status {
-    pub const PENDING: &str = "pending";
-    pub const DELIVERED: &str = "delivered";
-    pub const FAILED: &str = "failed";
-    pub const SKIPPED: &str = "skipped";
-}
-
 /// Which pending deliveries need a `notify.deliver` job queued now.
 pub mod due {
     use chrono::{DateTime, Duration, Utc};
@@ -149,7 +141,7 @@ pub mod due {
         sea_query::{Expr, ExprTrait},
     };
 
-    use super::delivery_status;
+    use crate::status::DeliveryStatus;
 
     /// How long an attempt may stay overdue after its job was queued before it is queued
     /// again. A job ends without recording its attempt only when the database failed it
@@ -161,7 +153,7 @@ pub mod due {
     /// ended without recording it (still overdue [`STRANDED_AFTER`] later).
     pub fn condition(now: DateTime<Utc>) -> Condition {
         Condition::all()
-            .add(deliveries::Column::Status.eq(delivery_status::PENDING))
+            .add(deliveries::Column::Status.eq(DeliveryStatus::Pending))
             .add(deliveries::Column::NextAttemptAt.lte(now))
             .add(
                 Condition::any()

@@ -21,7 +21,7 @@ use super::{
     impact::{Builder, HostImpacts},
     reported::Reported,
 };
-use crate::severity;
+use crate::{severity, status};
 
 /// One change: how many hosts need it and what it fixes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -97,9 +97,11 @@ pub struct Coverage {
 impl Coverage {
     pub fn of(policy: &entities::policies::Model) -> Coverage {
         Coverage {
-            security_only: policy.updates == "security",
+            security_only: status::Coverage::from(policy.updates.as_str())
+                == status::Coverage::Security,
             min_rank: policy.min_severity.as_deref().and_then(severity::rank),
-            releases: policy.updates == "all" && policy.min_severity.is_none(),
+            releases: status::Coverage::from(policy.updates.as_str()) == status::Coverage::All
+                && policy.min_severity.is_none(),
         }
     }
 

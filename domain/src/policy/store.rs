@@ -23,7 +23,7 @@ use super::{
 };
 use crate::{
     proposals::{go_ahead, next_number, record},
-    status::ProposalStatus,
+    status::{ProposalKind, ProposalStatus},
 };
 
 /// Rows written per statement.
@@ -51,7 +51,7 @@ pub async fn open(
         policy_name: Set(Some(rules.name.clone())),
         policy_version: Set(Some(rules.version)),
         release_key: Set(release.map(|(key, ..)| key.to_owned())),
-        kind: Set(summary.kind.to_owned()),
+        kind: Set(summary.kind.clone().into()),
         status: Set(ProposalStatus::Open.to_string()),
         title: Set(summary.title.clone()),
         required: Set(rules.required),
@@ -298,7 +298,7 @@ impl Update {
 
     fn same_summary(&self) -> bool {
         let (current, summary) = (&self.current, &self.summary);
-        current.kind == summary.kind
+        ProposalKind::from(current.kind.as_str()) == summary.kind
             && current.title == summary.title
             && current.hosts == summary.hosts
             && current.packages == summary.packages
@@ -361,7 +361,7 @@ impl Update {
             write_impact(txn, id, impact).await?;
         }
         let mut active: proposals::ActiveModel = self.current.into();
-        active.kind = Set(summary.kind.to_owned());
+        active.kind = Set(summary.kind.clone().into());
         active.title = Set(summary.title);
         active.hosts = Set(summary.hosts);
         active.packages = Set(summary.packages);

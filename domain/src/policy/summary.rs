@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use entities::json::{ImpactSummary, Release, ReleaseUpgrade};
 
 use super::grouping::{Change, Desired};
-use crate::severity;
+use crate::{severity, status::ProposalKind};
 
 /// The summary columns of a proposal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Summary {
-    pub kind: &'static str,
+    pub kind: ProposalKind,
     pub title: String,
     pub hosts: i64,
     pub packages: i64,
@@ -48,9 +48,12 @@ pub fn summarize(desired: &Desired, kev: &HashSet<String>) -> Summary {
         [a, b, rest @ ..] => format!("{a}, {b} and {} more packages", rest.len()),
     };
     let (kind, title) = if security {
-        ("security_update", format!("Security updates: {listed}"))
+        (
+            ProposalKind::SecurityUpdate,
+            format!("Security updates: {listed}"),
+        )
     } else {
-        ("package_update", format!("Updates: {listed}"))
+        (ProposalKind::PackageUpdate, format!("Updates: {listed}"))
     };
     let hosts = i64::try_from(desired.hosts.len()).unwrap_or(i64::MAX);
     Summary {
@@ -67,7 +70,7 @@ pub fn summarize(desired: &Desired, kev: &HashSet<String>) -> Summary {
 /// A release upgrade proposal's summary.
 pub fn release_summary(what: &ReleaseUpgrade, hosts: usize) -> Summary {
     Summary {
-        kind: "dist_upgrade",
+        kind: ProposalKind::DistUpgrade,
         title: release_title(what),
         hosts: i64::try_from(hosts).unwrap_or(i64::MAX),
         packages: 0,
@@ -138,7 +141,7 @@ mod tests {
             ]),
             &HashSet::new(),
         );
-        assert_eq!(summary.kind, "package_update");
+        assert_eq!(summary.kind, ProposalKind::PackageUpdate);
         assert_eq!(summary.title, "Updates: openssl, bash and 2 more packages");
         assert_eq!(summary.max_severity.as_deref(), Some("high"));
         assert!(!summary.known_exploited);
@@ -148,7 +151,7 @@ mod tests {
     fn every_change_fixing_an_advisory_makes_a_security_update_and_kev_is_flagged() {
         let kev: HashSet<String> = ["CVE-1".to_owned()].into();
         let summary = summarize(&desired(&[("openssl", HIGH)]), &kev);
-        assert_eq!(summary.kind, "security_update");
+        assert_eq!(summary.kind, ProposalKind::SecurityUpdate);
         assert_eq!(summary.title, "Security updates: openssl");
         assert!(summary.known_exploited);
     }

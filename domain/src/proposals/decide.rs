@@ -11,7 +11,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{destination, go_ahead, preflight::preflight, record};
-use crate::status::{Decision, ProposalStatus};
+use crate::status::{Decision, ProposalKind, ProposalStatus};
 
 /// Release upgrades agents can carry out today (decisions §7).
 pub const EXECUTABLE_RELEASE_UPGRADES: [&str; 1] = ["ubuntu"];
@@ -83,7 +83,7 @@ pub async fn approve<C: ConnectionTrait>(
     if ProposalStatus::of(&p) != ProposalStatus::Open {
         return Err(not_decidable(&p));
     }
-    if p.kind == "dist_upgrade" {
+    if ProposalKind::from(p.kind.as_str()) == ProposalKind::DistUpgrade {
         let distro = match &p.release_upgrade {
             Some(column) => column.read().map_err(DbErr::from)?.distro,
             None => String::new(),

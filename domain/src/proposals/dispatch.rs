@@ -28,11 +28,11 @@ use uuid::Uuid;
 
 use super::{
     begin_applying,
-    host_jobs::{DIST_UPGRADE, LEFT_NOT_NEEDED, REBOOT},
+    host_jobs::LEFT_NOT_NEEDED,
     rollout::{self, rule::Rules},
 };
 use crate::{
-    status::{HostJobStatus, RolloutState},
+    status::{HostJobStatus, JobKind, Reboot, RolloutState},
     window,
 };
 
@@ -49,8 +49,8 @@ pub struct Handed {
 }
 
 /// Whether a job asks for a reboot (and so needs a reboot slot when there is a budget).
-pub fn may_reboot(kind: &str, payload: &JobPayload) -> bool {
-    kind == REBOOT || payload.reboot != "never"
+pub fn may_reboot(kind: &JobKind, payload: &JobPayload) -> bool {
+    *kind == JobKind::Reboot || Reboot::from(payload.reboot.as_str()) != Reboot::Never
 }
 
 /// Whether the host's check-in at `now` frees the reboot slot it holds: its job's result is in
@@ -141,7 +141,7 @@ async fn still_needed<C: ConnectionTrait>(
     job: &host_jobs::Model,
     payload: &JobPayload,
 ) -> Result<bool, DbErr> {
-    if job.kind == DIST_UPGRADE {
+    if JobKind::from(job.kind.as_str()) == JobKind::DistUpgrade {
         return Ok(host.release_upgrade.is_some());
     }
     if payload.changes.is_empty() {
@@ -209,7 +209,7 @@ fn reboot_window_open(
     payload: &JobPayload,
     now: DateTime<Utc>,
 ) -> bool {
-    if payload.reboot != "in_window" {
+    if Reboot::from(payload.reboot.as_str()) != Reboot::InWindow {
         return true;
     }
     let Some(proposal) = proposal else {
@@ -297,7 +297,9 @@ pub async fn dispatch<C: ConnectionTrait>(
             earlier_unfinished = true;
             continue;
         }
-        if job.kind != REBOOT && !still_needed(db, host, &job, &payload).await? {
+        if JobKind::from(job.kind.as_str()) != JobKind::Reboot
+            && !still_needed(db, host, &job, &payload).await?
+        {
             host_jobs::Entity::update_many()
                 .col_expr(
                     host_jobs::Column::Status,
@@ -337,7 +339,8 @@ pub async fn dispatch<C: ConnectionTrait>(
         }
         let proposal = gate.as_ref().and_then(|g| g.proposal.as_ref());
         let mut changed = None;
-        if job.kind == REBOOT {
+        let kind = JobKind::from(job.kind.as_str());
+        if kind == JobKind::Reboot {
             if earlier_unfinished
                 || !reboot_window_open(proposal, &payload, now)
                 || !take_reboot_slot(db, host, job.id, now).await?
@@ -345,11 +348,11 @@ pub async fn dispatch<C: ConnectionTrait>(
                 earlier_unfinished = true;
                 continue;
             }
-        } else if may_reboot(&job.kind, &payload)
+        } else if may_reboot(&kind, &payload)
             && !take_reboot_slot(db, host, job.id, now).await?
         {
             // Over the budget: it installs now, and its reboot waits for a slot.
-            payload.deferred_reboot = Some(std::mem::replace(&mut payload.reboot, "never".into()));
+            payload.deferred_reboot = Some(std::mem::replace(&mut payload.reboot, Reboot::Never.into()));
             changed = Some(payload.clone());
         }
         if !hand_out(db, &job, changed.as_ref(), now).await? {
@@ -398,10 +401,10 @@ mod tests {
 
     #[test]
     fn a_job_needs_a_reboot_slot_when_it_may_reboot() {
-        assert!(!may_reboot("apply_updates", &payload("never")));
-        assert!(may_reboot("apply_updates", &payload("immediate")));
-        assert!(may_reboot("dist_upgrade", &payload("in_window")));
-        assert!(may_reboot(REBOOT, &payload("never")));
+        assert!(!may_reboot(&JobKind::ApplyUpdates, &payload("never")));
+        assert!(may_reboot(&JobKind::ApplyUpdates, &payload("immediate")));
+        assert!(may_reboot(&JobKind::DistUpgrade, &payload("in_window")));
+        assert!(may_reboot(&JobKind::Reboot, &payload("never")));
     }
 
     #[test]

@@ -20,7 +20,10 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::{status::HostJobStatus, window};
+use crate::{
+    status::{HostJobStatus, JobKind, ProposalKind, Reboot},
+    window,
+};
 
 const JOB_CHUNK: usize = 500;
 
@@ -51,7 +54,7 @@ pub fn positions(proposal_id: Uuid, host_id: Uuid, column: &JsonText<Vec<i32>>) 
 /// The reboot a job asks for and the window it names. A reboot that waits for the window
 /// becomes `never` when the window cannot be read: the agent must not pick an hour itself.
 fn reboot_and_window(proposal: &proposals::Model) -> (String, Option<WindowSpec>) {
-    if proposal.reboot != "in_window" {
+    if Reboot::from(proposal.reboot.as_str()) != Reboot::InWindow {
         return (proposal.reboot.clone(), None);
     }
     match window::of_proposal(proposal.window.as_ref()) {
@@ -63,25 +66,19 @@ fn reboot_and_window(proposal: &proposals::Model) -> (String, Option<WindowSpec>
                 error = %err,
                 "maintenance window cannot be read: the proposal's jobs do not reboot"
             );
-            ("never".to_owned(), None)
+            (Reboot::Never.into(), None)
         }
     }
 }
 
 /// The kind of a job that applies `proposal`'s changes.
-pub fn apply_kind(proposal: &proposals::Model) -> &'static str {
-    if proposal.kind == "dist_upgrade" {
-        DIST_UPGRADE
+pub fn apply_kind(proposal: &proposals::Model) -> JobKind {
+    if ProposalKind::from(proposal.kind.as_str()) == ProposalKind::DistUpgrade {
+        JobKind::DistUpgrade
     } else {
-        APPLY_UPDATES
+        JobKind::ApplyUpdates
     }
 }
-
-/// Job kinds: applying a package proposal, a release upgrade, and the reboot the reboot budget
-/// held back (decisions §20).
-pub const APPLY_UPDATES: &str = "apply_updates";
-pub const DIST_UPGRADE: &str = "dist_upgrade";
-pub const REBOOT: &str = "reboot";
 
 /// One `pending` job per host of wave `wave` of the proposal, carrying that host's own
 /// changes (`cancelled` for a host decommissioned by now). Returns how many jobs are pending.
@@ -179,7 +176,7 @@ pub async fn create_jobs<C: ConnectionTrait>(
             proposal_number: proposal.number,
             kind: proposal.kind.clone(),
             reboot: if may_not_reboot.contains(&host_id) {
-                "never".to_owned()
+                Reboot::Never.into()
             } else {
                 reboot.clone()
             },

@@ -29,7 +29,7 @@ pub use host_jobs::{create_jobs, hosts_of};
 pub use settle::{outcome, settle};
 
 use crate::{
-    status::ProposalStatus,
+    status::{Apply, ProposalStatus},
     window::{self, UnreadableWindow},
 };
 
@@ -142,7 +142,7 @@ pub fn destination(
     proposal: &proposals::Model,
     now: DateTime<Utc>,
 ) -> Result<Destination, UnreadableWindow> {
-    if proposal.apply != "asap_in_window" {
+    if Apply::from(proposal.apply.as_str()) != Apply::AsapInWindow {
         return Ok(Destination::Approved);
     }
     let Some(window) = window::of_proposal(proposal.window.as_ref())? else {

@@ -20,7 +20,7 @@ use std::{
 };
 
 use clap::Parser;
-use domain::intel::changelog::PENDING;
+use domain::intel::changelog::ChangelogStatus;
 use entities::changelogs;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use tests::{
@@ -102,7 +102,7 @@ async fn main() -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let pending = changelogs::Entity::find()
-            .filter(changelogs::Column::Status.eq(PENDING))
+            .filter(changelogs::Column::Status.eq(ChangelogStatus::Pending))
             .count(&app.state.db.orm)
             .await?;
         if pending == 0 {

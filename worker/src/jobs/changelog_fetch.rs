@@ -15,7 +15,7 @@ use std::time::Duration;
 use apalis::prelude::{BoxDynError, Data};
 use domain::intel::{
     cache,
-    changelog::{self, FOUND, MISSING, PENDING},
+    changelog::{self, ChangelogStatus},
 };
 use entities::{
     changelogs,
@@ -48,7 +48,9 @@ enum Found {
 pub async fn run(job: FetchChangelog, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
     let row = cache::row_for(&deps.db, &job, now).await?;
-    if row.status != PENDING || row.attempts > job.attempt {
+    if ChangelogStatus::from(row.status.as_str()) != ChangelogStatus::Pending
+        || row.attempts > job.attempt
+    {
         return Ok(()); // Done already, or a duplicate of an attempt already made.
     }
     let found = fetch(&deps, &job).await;
@@ -58,7 +60,7 @@ pub async fn run(job: FetchChangelog, deps: Data<Deps>) -> Result<(), BoxDynErro
     active.updated_at = Set(now);
     match found {
         Found::Entries { url, entries } => {
-            active.status = Set(FOUND.to_owned());
+            active.status = Set(ChangelogStatus::Found.into());
             active.url = Set(Some(url));
             active.entries = Set(JsonText::new(&entries)?);
             active.fetched_at = Set(Some(now));
@@ -69,7 +71,7 @@ pub async fn run(job: FetchChangelog, deps: Data<Deps>) -> Result<(), BoxDynErro
                 distro = %job.distro, source = %job.source, version = %job.version, %reason,
                 "changelog unavailable"
             );
-            active.status = Set(MISSING.to_owned());
+            active.status = Set(ChangelogStatus::Missing.into());
             active.fetched_at = Set(Some(now));
             active.update(&deps.db.orm).await?;
         }
@@ -79,7 +81,7 @@ pub async fn run(job: FetchChangelog, deps: Data<Deps>) -> Result<(), BoxDynErro
                 attempts = job.attempt + 1,
                 "changelog unavailable: the archive kept failing for six hours"
             );
-            active.status = Set(MISSING.to_owned());
+            active.status = Set(ChangelogStatus::Missing.into());
             active.attempts = Set(job.attempt + 1);
             active.fetched_at = Set(Some(now));
             active.update(&deps.db.orm).await?;

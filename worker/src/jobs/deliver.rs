@@ -12,12 +12,14 @@ use std::time::Instant;
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::{DateTime, Utc};
-use domain::notifications::{
-    EventKind,
-    backoff::{self, Next, Outcome},
-    config::{ChannelConfig, SEALED_PURPOSE},
-    delivery_status,
-    wire::{self, Outgoing},
+use domain::{
+    DeliveryStatus,
+    notifications::{
+        EventKind,
+        backoff::{self, Next, Outcome},
+        config::{ChannelConfig, SEALED_PURPOSE},
+        wire::{self, Outgoing},
+    },
 };
 use entities::{
     notification_attempts, notification_channels, notification_deliveries, notification_events,
@@ -53,7 +55,7 @@ pub async fn run(job: DeliverNotification, deps: Data<Deps>) -> Result<(), BoxDy
     else {
         return Ok(());
     };
-    if delivery.status != delivery_status::PENDING || delivery.attempts != job.attempt {
+    if DeliveryStatus::from(delivery.status.as_str()) != DeliveryStatus::Pending || delivery.attempts != job.attempt {
         return Ok(());
     }
     let (Some(channel), Some(event)) = (
@@ -254,7 +256,7 @@ async fn skip(
     notification_deliveries::Entity::update_many()
         .col_expr(
             notification_deliveries::Column::Status,
-            Expr::value(delivery_status::SKIPPED),
+            Expr::value(DeliveryStatus::Skipped),
         )
         .col_expr(
             notification_deliveries::Column::NextAttemptAt,
@@ -270,7 +272,7 @@ async fn skip(
             Expr::value(Some(now)),
         )
         .filter(notification_deliveries::Column::Id.eq(delivery.id))
-        .filter(notification_deliveries::Column::Status.eq(delivery_status::PENDING))
+        .filter(notification_deliveries::Column::Status.eq(DeliveryStatus::Pending))
         .filter(notification_deliveries::Column::Attempts.eq(delivery.attempts))
         .exec(&deps.db.orm)
         .await?;
@@ -289,17 +291,17 @@ async fn record(
     let now = deps.clock.now();
     let attempts = delivery.attempts.saturating_add(1);
     let next = backoff::after(attempted.outcome, delivery.created_at, attempts, now);
-    let (status, next_at, finished, reason): (&str, Option<DateTime<Utc>>, _, Option<String>) =
+    let (status, next_at, finished, reason): (DeliveryStatus, Option<DateTime<Utc>>, _, Option<String>) =
         match next {
-            Next::Delivered => (delivery_status::DELIVERED, None, Some(now), None),
+            Next::Delivered => (DeliveryStatus::Delivered, None, Some(now), None),
             Next::RetryAt(at) => (
-                delivery_status::PENDING,
+                DeliveryStatus::Pending,
                 Some(at),
                 None,
                 attempted.error.clone(),
             ),
             Next::Failed => (
-                delivery_status::FAILED,
+                DeliveryStatus::Failed,
                 None,
                 Some(now),
                 attempted.error.clone().map(|e| {
@@ -317,7 +319,7 @@ async fn record(
             notification_deliveries::Column::Attempts,
             Expr::value(attempts),
         )
-        .col_expr(notification_deliveries::Column::Status, Expr::value(status))
+        .col_expr(notification_deliveries::Column::Status, Expr::value(&status))
         .col_expr(
             notification_deliveries::Column::NextAttemptAt,
             Expr::value(next_at),
@@ -329,7 +331,7 @@ async fn record(
             Expr::value(finished),
         )
         .filter(notification_deliveries::Column::Id.eq(delivery.id))
-        .filter(notification_deliveries::Column::Status.eq(delivery_status::PENDING))
+        .filter(notification_deliveries::Column::Status.eq(DeliveryStatus::Pending))
         .filter(notification_deliveries::Column::Attempts.eq(delivery.attempts))
         .exec(&txn)
         .await?
@@ -358,7 +360,7 @@ async fn record(
         tracing::info!(
             delivery = %DeliveryId::from(delivery.id),
             attempt = attempts,
-            status,
+            status = %status,
             "notification attempt recorded"
         );
     }

@@ -11,6 +11,7 @@ use apalis::prelude::{BoxDynError, Data};
 use chrono::{DateTime, Utc};
 use domain::{
     ProposalStatus,
+    roles::Role,
     notifications::digest::{Frequency, zone},
     notifications::emails::{self, DigestContent, DigestItem},
 };
@@ -146,7 +147,7 @@ async fn content<C: ConnectionTrait>(
     let base = &deps.config.base_url;
     let in_org = proposals::Entity::find().filter(proposals::Column::OrgId.eq(org.id));
     // A viewer cannot approve: nothing awaits them.
-    let (awaiting, awaiting_total) = if member.role == "viewer" {
+    let (awaiting, awaiting_total) = if member.role.parse() == Ok(Role::Viewer) {
         (Vec::new(), 0)
     } else {
         let approved_by_member = sea_orm::sea_query::Query::select()
@@ -196,7 +197,7 @@ async fn content<C: ConnectionTrait>(
         .column(host_events::Column::HostId)
         .distinct()
         .filter(host_events::Column::OrgId.eq(org.id))
-        .filter(host_events::Column::Kind.eq("went_offline"))
+        .filter(host_events::Column::Kind.eq(domain::HostEventKind::WentOffline))
         .filter(host_events::Column::CreatedAt.gt(since))
         .into_tuple()
         .all(db)

@@ -60,7 +60,7 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
                 id: Set(platform::ids::new_uuid()),
                 org_id: Set(org_id),
                 host_id: Set(id),
-                kind: Set("went_offline".into()),
+                kind: Set(domain::HostEventKind::WentOffline.into()),
                 details: Set(Some(JsonText::new(
                     &serde_json::json!({"last_seen_at": last_seen}),
                 )?)),

@@ -10,7 +10,10 @@ use std::collections::{HashMap, hash_map::Entry};
 
 use apalis::prelude::{BoxDynError, Data};
 use chrono::{DateTime, Utc};
-use domain::notifications::{EventKind, delivery_status, due, routing};
+use domain::{
+    DeliveryStatus,
+    notifications::{EventKind, due, routing},
+};
 use entities::{notification_channels, notification_deliveries, notification_events};
 use platform::{
     ids::DeliveryId,
@@ -96,7 +99,7 @@ async fn dispatch_batch(deps: &Deps, now: DateTime<Utc>) -> Result<u64, BoxDynEr
             channel_id: Set(channel.id),
             event_id: Set(event.id),
             event_kind: Set(event.kind.clone()),
-            status: Set(delivery_status::PENDING.into()),
+            status: Set(DeliveryStatus::Pending.into()),
             attempts: Set(0),
             next_attempt_at: Set(Some(now)),
             queued_attempt: Set(None),

@@ -19,7 +19,7 @@ pub use store::{
     Refusal, RolloutError, Tally, advance, current_wave, halt, host_left, plan, resume, start, view,
 };
 
-use crate::{proposals::host_jobs::REBOOT, status::HostJobStatus};
+use crate::status::{HostJobStatus, JobKind};
 
 /// After a job's result was recorded (`job` as it was before, `status` what it is now): a
 /// change the reboot budget held a reboot back from gets its separate `reboot` job, the host's
@@ -31,7 +31,7 @@ pub async fn after_result<C: ConnectionTrait>(
     status: &HostJobStatus,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if job.kind != REBOOT && *status == HostJobStatus::Succeeded {
+    if JobKind::from(job.kind.as_str()) != JobKind::Reboot && *status == HostJobStatus::Succeeded {
         let mut payload = job.payload.read()?;
         if let Some(reboot) = payload.deferred_reboot.take() {
             payload.reboot = reboot;
@@ -42,7 +42,7 @@ pub async fn after_result<C: ConnectionTrait>(
                 org_id: Set(job.org_id),
                 host_id: Set(job.host_id),
                 proposal_id: Set(job.proposal_id),
-                kind: Set(REBOOT.to_owned()),
+                kind: Set(JobKind::Reboot.into()),
                 payload: Set(JsonText::new(&payload)?),
                 status: Set(HostJobStatus::Pending.to_string()),
                 log: Set(None),

@@ -25,10 +25,10 @@ use uuid::Uuid;
 use super::rule::{self, Candidate, Progress, Rules, Step, Window};
 use crate::{
     proposals::{
-        host_jobs::{REBOOT, create_jobs},
+        host_jobs::create_jobs,
         record, settle,
     },
-    status::{HostJobStatus, ProposalStatus, RolloutState},
+    status::{Apply, HostJobStatus, JobKind, ProposalStatus, RolloutState},
     window,
 };
 
@@ -362,7 +362,7 @@ pub fn current_wave(row: &proposal_rollouts::Model) -> usize {
 /// The window of a window-bound proposal now. One that cannot be read holds the next wave back
 /// (fails closed) and is looked at again in an hour.
 fn window_now(proposal: &proposals::Model, now: DateTime<Utc>) -> Window {
-    if proposal.apply != "asap_in_window" {
+    if Apply::from(proposal.apply.as_str()) != Apply::AsapInWindow {
         return Window::Unbound;
     }
     let parsed = window::of_proposal(proposal.window.as_ref())
@@ -513,7 +513,7 @@ pub async fn tallies<C: ConnectionTrait>(
                     .iter()
                     .filter(|(wave, kind, status, _)| {
                         wave.and_then(|x| usize::try_from(x).ok()) == Some(w)
-                            && (kind == REBOOT) == reboot
+                            && (JobKind::from(kind.as_str()) == JobKind::Reboot) == reboot
                             && statuses.contains(&HostJobStatus::from(status.as_str()))
                     })
                     .map(|(.., n)| u64::try_from(*n).unwrap_or(0))
