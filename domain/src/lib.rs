@@ -24,6 +24,6 @@ pub mod status;
 pub mod window;
 
 pub use status::{
-    Apply, ChangelogStatus, Coverage, Decision, DeliveryStatus, Ecosystem, HostEventKind, HostJobStatus, HostStatus,
-    JobKind, ProposalKind, ProposalStatus, Reboot, RolloutState,
+    Apply, ChangelogStatus, Coverage, Decision, DeliveryStatus, Ecosystem, HostEventKind,
+    HostJobStatus, HostStatus, JobKind, ProposalKind, ProposalStatus, Reboot, RolloutState,
 };

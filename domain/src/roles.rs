@@ -43,7 +43,6 @@ impl Role {
             Role::Viewer => "viewer",
         }
     }
-
 }
 
 impl fmt::Display for Role {

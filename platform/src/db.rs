@@ -522,9 +522,11 @@ async fn checkpoint(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     }
     let mut conn = pool.acquire().await?;
     let waits = TRUNCATE_WAITS_AT_MOST.as_millis().to_string();
-    sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA busy_timeout = {waits}")))
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "PRAGMA busy_timeout = {waits}"
+    )))
+    .execute(&mut *conn)
+    .await?;
     let truncated = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
         .execute(&mut *conn)
         .await;

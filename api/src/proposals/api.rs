@@ -652,7 +652,10 @@ async fn detail<C: ConnectionTrait>(
         id: ProposalId::from(p.id),
         outstanding: lifecycle::outstanding(&p),
         policy: policy_ref(&p),
-        release_upgrade: match (&p.release_upgrade, ProposalKind::from(p.kind.as_str()) == ProposalKind::DistUpgrade) {
+        release_upgrade: match (
+            &p.release_upgrade,
+            ProposalKind::from(p.kind.as_str()) == ProposalKind::DistUpgrade,
+        ) {
             (Some(column), true) => Some(column.read()?.into()),
             _ => None,
         },

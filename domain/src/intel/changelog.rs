@@ -33,7 +33,9 @@ pub fn components(distro: &str) -> Option<&'static [&'static str]> {
 
 /// Whether a change (ecosystem, distribution, source package) has a changelog to fetch.
 pub fn has_changelog(ecosystem: &str, distro: Option<&str>, source: Option<&str>) -> bool {
-    Ecosystem::from(ecosystem) == Ecosystem::Deb && source.is_some() && distro.and_then(components).is_some()
+    Ecosystem::from(ecosystem) == Ecosystem::Deb
+        && source.is_some()
+        && distro.and_then(components).is_some()
 }
 
 /// The archive's pool prefix of a source package: `libf` for `libfoo`, else its first letter.

@@ -348,11 +348,10 @@ pub async fn dispatch<C: ConnectionTrait>(
                 earlier_unfinished = true;
                 continue;
             }
-        } else if may_reboot(&kind, &payload)
-            && !take_reboot_slot(db, host, job.id, now).await?
-        {
+        } else if may_reboot(&kind, &payload) && !take_reboot_slot(db, host, job.id, now).await? {
             // Over the budget: it installs now, and its reboot waits for a slot.
-            payload.deferred_reboot = Some(std::mem::replace(&mut payload.reboot, Reboot::Never.into()));
+            payload.deferred_reboot =
+                Some(std::mem::replace(&mut payload.reboot, Reboot::Never.into()));
             changed = Some(payload.clone());
         }
         if !hand_out(db, &job, changed.as_ref(), now).await? {

@@ -55,7 +55,9 @@ pub async fn run(job: DeliverNotification, deps: Data<Deps>) -> Result<(), BoxDy
     else {
         return Ok(());
     };
-    if DeliveryStatus::from(delivery.status.as_str()) != DeliveryStatus::Pending || delivery.attempts != job.attempt {
+    if DeliveryStatus::from(delivery.status.as_str()) != DeliveryStatus::Pending
+        || delivery.attempts != job.attempt
+    {
         return Ok(());
     }
     let (Some(channel), Some(event)) = (
@@ -291,35 +293,42 @@ async fn record(
     let now = deps.clock.now();
     let attempts = delivery.attempts.saturating_add(1);
     let next = backoff::after(attempted.outcome, delivery.created_at, attempts, now);
-    let (status, next_at, finished, reason): (DeliveryStatus, Option<DateTime<Utc>>, _, Option<String>) =
-        match next {
-            Next::Delivered => (DeliveryStatus::Delivered, None, Some(now), None),
-            Next::RetryAt(at) => (
-                DeliveryStatus::Pending,
-                Some(at),
-                None,
-                attempted.error.clone(),
-            ),
-            Next::Failed => (
-                DeliveryStatus::Failed,
-                None,
-                Some(now),
-                attempted.error.clone().map(|e| {
-                    if attempted.outcome == Outcome::Gone {
-                        e
-                    } else {
-                        format!("gave up after 24 hours of retries: {e}")
-                    }
-                }),
-            ),
-        };
+    let (status, next_at, finished, reason): (
+        DeliveryStatus,
+        Option<DateTime<Utc>>,
+        _,
+        Option<String>,
+    ) = match next {
+        Next::Delivered => (DeliveryStatus::Delivered, None, Some(now), None),
+        Next::RetryAt(at) => (
+            DeliveryStatus::Pending,
+            Some(at),
+            None,
+            attempted.error.clone(),
+        ),
+        Next::Failed => (
+            DeliveryStatus::Failed,
+            None,
+            Some(now),
+            attempted.error.clone().map(|e| {
+                if attempted.outcome == Outcome::Gone {
+                    e
+                } else {
+                    format!("gave up after 24 hours of retries: {e}")
+                }
+            }),
+        ),
+    };
     let txn = deps.db.begin_write().await?;
     let moved = notification_deliveries::Entity::update_many()
         .col_expr(
             notification_deliveries::Column::Attempts,
             Expr::value(attempts),
         )
-        .col_expr(notification_deliveries::Column::Status, Expr::value(&status))
+        .col_expr(
+            notification_deliveries::Column::Status,
+            Expr::value(&status),
+        )
         .col_expr(
             notification_deliveries::Column::NextAttemptAt,
             Expr::value(next_at),

@@ -11,9 +11,9 @@ use apalis::prelude::{BoxDynError, Data};
 use chrono::{DateTime, Utc};
 use domain::{
     ProposalStatus,
-    roles::Role,
     notifications::digest::{Frequency, zone},
     notifications::emails::{self, DigestContent, DigestItem},
+    roles::Role,
 };
 use entities::{
     accounts, digest_settings, host_events, hosts, memberships, organizations, proposal_decisions,

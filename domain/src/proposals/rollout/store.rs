@@ -24,10 +24,7 @@ use uuid::Uuid;
 
 use super::rule::{self, Candidate, Progress, Rules, Step, Window};
 use crate::{
-    proposals::{
-        host_jobs::create_jobs,
-        record, settle,
-    },
+    proposals::{host_jobs::create_jobs, record, settle},
     status::{Apply, HostJobStatus, JobKind, ProposalStatus, RolloutState},
     window,
 };
