@@ -1,6 +1,7 @@
 //! `bench-fleet`: the fleet-inventory figures (BENCHMARKS.md, "Fleet inventory"). Starts the
-//! real `api` (and, on Postgres, a separate `fleet-worker`, the `worker` program) from the
-//! release build as processes in a temp working dir, on a fresh database, signs up an
+//! real `api` program (its copy in this package, `fleet-api`: the same `main`) and, on
+//! Postgres, a separate `fleet-worker` (the `worker` program), from the release build, as
+//! processes in a temp working dir, on a fresh database, signs up an
 //! organization through the emailed flow (the outbox), makes an admin API token, and runs
 //! `fleet-sim --phases …` against it: enrol `--hosts` hosts with role/env labels, one full
 //! check-in each, then timed phases of unchanged check-ins, changed 500-package inventories and
@@ -8,7 +9,7 @@
 //! the whole run (and its VmHWM read at the end); CPU time is accounted per process.
 //!
 //! ```text
-//! cargo build --release -p api -p tests
+//! cargo build --release -p tests --bin bench-fleet --bin fleet-api --bin fleet-worker --bin fleet-sim
 //! target/release/bench-fleet --backend postgres --hosts 10000
 //! target/release/bench-fleet --backend sqlite --hosts 10000
 //! ```
@@ -24,14 +25,16 @@
 //! Postgres: a database `--db-name` (default `bench_fleet`) is created through `--admin-url`
 //! and dropped at the end unless `--keep`.
 //!
-//! `--rollout` (BENCHMARKS.md, "Rollouts"): the phases alternate unchanged check-ins with no
-//! rollout going out and `rollout` phases (fleet-sim creates a 5-wave policy, approves its
-//! proposal over every host, and checks in until the rollout is done, each host doing its job
-//! and reporting it at once); afterwards, for each rollout, wave by wave from the database: the
-//! last result of a wave (its `finished_at`, which `fleet-sim` sets as it sends it) to the next
-//! wave's jobs (their `created_at`: the promotion, decided in the request of that result), to
-//! that result's answer (the promotion committed; from fleet-sim's `--job-log`), and to the next
-//! wave's first job handed out.
+//! `--rollout` (BENCHMARKS.md, "Rollouts"): the phases alternate `direct` and `rollout` phases
+//! of the same length: in each, fleet-sim creates a policy over every host (for `rollout` with
+//! 5 waves, for `direct` with none), approves its proposal, and checks in for the phase's
+//! seconds, each host doing the job its answer hands it and reporting it at once; so both
+//! carry the same 10,000 jobs and results, and their check-ins per second compare the service
+//! with a rollout going out against without one. Afterwards, for each rollout, wave by wave
+//! from the database: the last result of a wave (its `finished_at`, which `fleet-sim` sets as
+//! it sends it) to the next wave's jobs (their `created_at`: the promotion, decided in the
+//! request of that result), to that result's answer (the promotion committed; from
+//! fleet-sim's `--job-log`), and to the next wave's first job handed out.
 //!
 //! ```text
 //! target/release/bench-fleet --backend postgres --hosts 10000 --rollout
@@ -102,11 +105,11 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// fleet-sim's phases (default: unchanged:20,changed:20,list:10 three times; with
-    /// `--rollout`, unchanged:20,rollout:300 three times and unchanged:20).
+    /// `--rollout`, direct:120,rollout:120 three times).
     #[arg(long)]
     phases: Option<String>,
-    /// Rollout phases between unchanged ones, and the promotion figures of each rollout
-    /// (module docs).
+    /// Rollout phases alternating with direct ones (the same proposal without waves), and the
+    /// promotion figures of each rollout (module docs).
     #[arg(long)]
     rollout: bool,
     #[arg(long, default_values_t = ["role=web".to_owned(), "env=prod,role=db".to_owned()])]
@@ -231,7 +234,7 @@ async fn main() -> anyhow::Result<()> {
         args.backend,
         dir.display()
     );
-    let mut api = spawn(&bin_dir.join("api"), &dir, "api.log", &envs, &[])?;
+    let mut api = spawn(&bin_dir.join("fleet-api"), &dir, "api.log", &envs, &[])?;
     let api_pid = api.id().context("api pid")?;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -342,7 +345,7 @@ async fn main() -> anyhow::Result<()> {
 
     let phases = args.phases.clone().unwrap_or_else(|| {
         if args.rollout {
-            "unchanged:20,rollout:300,unchanged:20,rollout:300,unchanged:20,rollout:300,unchanged:20"
+            "direct:120,rollout:120,direct:120,rollout:120,direct:120,rollout:120"
         } else {
             "unchanged:20,changed:20,list:10,unchanged:20,changed:20,list:10,unchanged:20,changed:20,list:10"
         }

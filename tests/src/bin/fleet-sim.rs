@@ -55,8 +55,12 @@
 //!   approval").
 //! - `rollout:S`: first creates `--rollout-policy` (by default 5 waves: 100 hosts, 10 %, 25 %,
 //!   50 %, the rest), waits for its proposal to open over every host and approves it; then
-//!   unchanged check-ins as above until the proposal is applied (its rollout done; or S
-//!   seconds), its list entry asked every 500 ms (BENCHMARKS.md, "Rollouts").
+//!   unchanged check-ins as above for S seconds, the proposal's list entry asked every 500 ms
+//!   until it is applied (its rollout done), which the phase reports (BENCHMARKS.md,
+//!   "Rollouts").
+//! - `direct:S`: the same without the policy's `rollout` (every target is handed its job at its
+//!   next check-in): the same jobs and results in a phase of the same length, so that
+//!   alternating `direct` and `rollout` phases compare check-ins with and without rollouts.
 //!
 //! In every phase a host does the jobs its check-in answer hands it and reports them at once
 //! (the latency recorded for such a check-in includes the result's); `--job-log` records the
@@ -1302,8 +1306,8 @@ mod phases {
                     Some((_, other)) => bail!("phase {name}: @{other} is not @impact or @plain"),
                     None => (name, None),
                 };
-                if !["unchanged", "changed", "list", "rollout"].contains(&kind) {
-                    bail!("unknown phase {name}: unchanged, changed, list or rollout");
+                if !["unchanged", "changed", "list", "rollout", "direct"].contains(&kind) {
+                    bail!("unknown phase {name}: unchanged, changed, list, rollout or direct");
                 }
                 if half.is_some() && (!args.impact_split || kind == "list") {
                     bail!("phase {name}: @impact and @plain are for check-in phases with --impact-split");
@@ -1399,14 +1403,15 @@ mod phases {
         Ok(answer.send_inventory)
     }
 
-    /// Before a `rollout` phase: creates `--rollout-policy` (named with the phase's number),
-    /// waits for its proposal to open over all `hosts` hosts, approves it; the proposal's and the
-    /// policy's ids.
+    /// Before a `rollout` (or `direct`) phase: creates `--rollout-policy` (named with the phase's
+    /// number; for `direct` without its `rollout`), waits for its proposal to open over all
+    /// `hosts` hosts, approves it; the proposal's and the policy's ids.
     async fn start_rollout(
         client: &reqwest::Client,
         args: &Args,
         number: usize,
         hosts: usize,
+        waves: bool,
     ) -> anyhow::Result<(String, String)> {
         let (Some(org), Some(api_token)) = (&args.org, &args.api_token) else {
             bail!("rollout phases need --org and --api-token");
@@ -1416,6 +1421,9 @@ mod phases {
             serde_json::from_str(&args.rollout_policy).context("--rollout-policy")?;
         let name = format!("{} {number}", body["name"].as_str().unwrap_or("rollout"));
         body["name"] = json!(name);
+        if !waves && let Some(policy) = body.as_object_mut() {
+            policy.remove("rollout");
+        }
         let created = client
             .post(format!("{base}/policies"))
             .bearer_auth(api_token)
@@ -1474,13 +1482,12 @@ mod phases {
     }
 
     /// Asks for the status of the policy's proposal every 500 ms (its list entry, cheaper than
-    /// the detail) until it is final (its rollout done) or `deadline`, then sets `finished`; the
-    /// last status and when it was seen.
+    /// the detail) until it is final (its rollout done) or `deadline`; the last status and when
+    /// it was seen.
     fn watch_rollout(
         client: reqwest::Client,
         args: Arc<Args>,
         policy: String,
-        finished: Arc<AtomicBool>,
         deadline: Instant,
     ) -> tokio::task::JoinHandle<(String, f64)> {
         tokio::spawn(async move {
@@ -1503,7 +1510,6 @@ mod phases {
                     }
                 }
             }
-            finished.store(true, Ordering::Relaxed);
             (state, started.elapsed().as_secs_f64())
         })
     }
@@ -1661,23 +1667,18 @@ mod phases {
         let cursor = Arc::new(AtomicU64::new(0));
         let counters = Arc::new(Counters::new(&args)?);
         for (number, phase) in phases.iter().enumerate() {
-            let proposal = if phase.kind == "rollout" {
-                Some(start_rollout(&client, &args, number, hosts.len()).await?)
+            let proposal = if ["rollout", "direct"].contains(&phase.kind.as_str()) {
+                let waves = phase.kind == "rollout";
+                Some(start_rollout(&client, &args, number, hosts.len(), waves).await?)
             } else {
                 None
             };
+            // Every phase runs for its seconds: a `rollout` and a `direct` phase of the same
+            // length carry the same jobs and results (module docs).
             let deadline = Instant::now() + Duration::from_secs(phase.seconds);
-            // A rollout phase ends when its rollout is done (or halted).
-            let finished = Arc::new(AtomicBool::new(false));
-            let watcher = proposal.clone().map(|(_, policy)| {
-                watch_rollout(
-                    client.clone(),
-                    args.clone(),
-                    policy,
-                    finished.clone(),
-                    deadline,
-                )
-            });
+            let watcher = proposal
+                .clone()
+                .map(|(_, policy)| watch_rollout(client.clone(), args.clone(), policy, deadline));
             let results_before = counters.jobs.load(Ordering::Relaxed);
             let samples = Arc::new(Samples::default());
             // With --impact-split: the check-ins of hosts reporting impacts, and of the others.
@@ -1717,15 +1718,10 @@ mod phases {
                     changes.clone(),
                     cursor.clone(),
                 );
-                let (halves, turn, counters, finished) = (
-                    halves.clone(),
-                    turn.clone(),
-                    counters.clone(),
-                    finished.clone(),
-                );
+                let (halves, turn, counters) = (halves.clone(), turn.clone(), counters.clone());
                 let changed = phase.kind == "changed";
                 tasks.push(tokio::spawn(async move {
-                    while Instant::now() < deadline && !finished.load(Ordering::Relaxed) {
+                    while Instant::now() < deadline {
                         let n = cursor.fetch_add(1, Ordering::Relaxed);
                         let began = Instant::now();
                         let mut half = None;
@@ -1768,14 +1764,13 @@ mod phases {
             let prober =
                 (!list && args.probe_every_ms > 0 && !args.selector.is_empty()).then(|| {
                     let (args, client, probes) = (args.clone(), client.clone(), probes.clone());
-                    let finished = finished.clone();
                     tokio::spawn(async move {
                         let Ok(url) = list_url(&args, &args.selector[0]) else {
                             return;
                         };
                         let mut tick =
                             tokio::time::interval(Duration::from_millis(args.probe_every_ms));
-                        while Instant::now() < deadline && !finished.load(Ordering::Relaxed) {
+                        while Instant::now() < deadline {
                             tick.tick().await;
                             let began = Instant::now();
                             match list_once(&client, &args, &url).await {
