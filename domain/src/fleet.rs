@@ -6,11 +6,11 @@
 //! the audit log records it as `host.pending_expired`.
 
 use chrono::{DateTime, Duration, Utc};
+use entities::scope::{AllOrgs, OrgScope};
 use entities::{audit_events, hosts, json::JsonText};
 use platform::ids::HostId;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, DbErr, QueryFilter, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -24,7 +24,7 @@ pub async fn expired_pending<C: sea_orm::ConnectionTrait>(
     db: &C,
     now: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, Uuid)>, DbErr> {
-    hosts::Entity::find()
+    AllOrgs::rows::<hosts::Entity>()
         .select_only()
         .column(hosts::Column::Id)
         .column(hosts::Column::OrgId)
@@ -46,8 +46,8 @@ pub async fn expire_pending(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let Some(host) = hosts::Entity::find_by_id(id)
-        .filter(hosts::Column::OrgId.eq(org_id))
+    let Some(host) = OrgScope::of(org_id)
+        .row_by_key::<hosts::Entity>(id)
         .filter(hosts::Column::Status.eq(crate::HostStatus::Pending))
         .filter(hosts::Column::LastSeenAt.is_null())
         .filter(hosts::Column::DecommissionedAt.is_null())
@@ -57,7 +57,7 @@ pub async fn expire_pending(
     else {
         return Ok(false);
     };
-    let removed = hosts::Entity::delete_many()
+    let removed = AllOrgs::delete_rows::<hosts::Entity>()
         .filter(hosts::Column::Id.eq(host.id))
         .filter(hosts::Column::LastSeenAt.is_null())
         .exec(txn)

@@ -19,14 +19,15 @@
 //!   payment processor stays until it is.
 
 use chrono::{DateTime, Duration, Utc};
+use entities::scope::{AllOrgs, Untenanted};
 use entities::{
     audit_events, host_events, host_jobs, notification_attempts, notification_deliveries,
     notification_events,
 };
 use platform::{config::Retention, db::Database};
 use sea_orm::{
-    ColumnTrait, Condition, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    sea_query::{Expr, ExprTrait, Query},
+    ColumnTrait, Condition, DbErr, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait},
 };
 use uuid::Uuid;
 
@@ -94,7 +95,7 @@ where
 /// Finished deliveries (delivered, failed, skipped) made before `before`, with their attempts.
 async fn prune_deliveries(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
     in_batches(|| async move {
-        let ids: Vec<Uuid> = notification_deliveries::Entity::find()
+        let ids: Vec<Uuid> = AllOrgs::rows::<notification_deliveries::Entity>()
             .select_only()
             .column(notification_deliveries::Column::Id)
             .filter(notification_deliveries::Column::CreatedAt.lt(before))
@@ -107,11 +108,11 @@ async fn prune_deliveries(db: &Database, before: DateTime<Utc>) -> Result<u64, D
         if ids.is_empty() {
             return Ok(0);
         }
-        notification_attempts::Entity::delete_many()
+        notification_attempts::Entity::delete_rows()
             .filter(notification_attempts::Column::DeliveryId.is_in(ids.clone()))
             .exec(db.writer())
             .await?;
-        let deleted = notification_deliveries::Entity::delete_many()
+        let deleted = AllOrgs::delete_rows::<notification_deliveries::Entity>()
             .filter(notification_deliveries::Column::Id.is_in(ids))
             // Not one that went back to pending in between.
             .filter(notification_deliveries::Column::Status.ne(DeliveryStatus::Pending))
@@ -131,9 +132,8 @@ fn event_prunable() -> Condition {
         .add(notification_events::Column::Kind.ne(EventKind::AdvisoryKnownExploited.as_str()))
         .add(
             Expr::exists(
-                Query::select()
+                AllOrgs::select::<notification_deliveries::Entity>()
                     .expr(Expr::val(1))
-                    .from(notification_deliveries::Entity)
                     .and_where(
                         Expr::col((
                             notification_deliveries::Entity,
@@ -149,7 +149,7 @@ fn event_prunable() -> Condition {
 
 async fn prune_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
     in_batches(|| async move {
-        let ids: Vec<Uuid> = notification_events::Entity::find()
+        let ids: Vec<Uuid> = AllOrgs::rows::<notification_events::Entity>()
             .select_only()
             .column(notification_events::Column::Id)
             .filter(notification_events::Column::CreatedAt.lt(before))
@@ -163,7 +163,7 @@ async fn prune_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr
             return Ok(0);
         }
         // Checked again as it deletes: a delivery made since the read keeps its event.
-        Ok(notification_events::Entity::delete_many()
+        Ok(AllOrgs::delete_rows::<notification_events::Entity>()
             .filter(notification_events::Column::Id.is_in(ids))
             .filter(event_prunable())
             .exec(db.writer())
@@ -175,7 +175,7 @@ async fn prune_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr
 
 async fn prune_host_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
     in_batches(|| async move {
-        let ids: Vec<Uuid> = host_events::Entity::find()
+        let ids: Vec<Uuid> = AllOrgs::rows::<host_events::Entity>()
             .select_only()
             .column(host_events::Column::Id)
             .filter(host_events::Column::CreatedAt.lt(before))
@@ -187,7 +187,7 @@ async fn prune_host_events(db: &Database, before: DateTime<Utc>) -> Result<u64, 
         if ids.is_empty() {
             return Ok(0);
         }
-        Ok(host_events::Entity::delete_many()
+        Ok(AllOrgs::delete_rows::<host_events::Entity>()
             .filter(host_events::Column::Id.is_in(ids))
             .exec(db.writer())
             .await?
@@ -198,7 +198,7 @@ async fn prune_host_events(db: &Database, before: DateTime<Utc>) -> Result<u64, 
 
 async fn prune_audit_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
     in_batches(|| async move {
-        let ids: Vec<Uuid> = audit_events::Entity::find()
+        let ids: Vec<Uuid> = AllOrgs::rows::<audit_events::Entity>()
             .select_only()
             .column(audit_events::Column::Id)
             .filter(audit_events::Column::CreatedAt.lt(before))
@@ -210,7 +210,7 @@ async fn prune_audit_events(db: &Database, before: DateTime<Utc>) -> Result<u64,
         if ids.is_empty() {
             return Ok(0);
         }
-        Ok(audit_events::Entity::delete_many()
+        Ok(AllOrgs::delete_rows::<audit_events::Entity>()
             .filter(audit_events::Column::Id.is_in(ids))
             .exec(db.writer())
             .await?
@@ -227,7 +227,7 @@ async fn prune_host_jobs(db: &Database, before: DateTime<Utc>) -> Result<u64, Db
         .collect();
     let unfinished = &unfinished;
     in_batches(|| async move {
-        let ids: Vec<Uuid> = host_jobs::Entity::find()
+        let ids: Vec<Uuid> = AllOrgs::rows::<host_jobs::Entity>()
             .select_only()
             .column(host_jobs::Column::Id)
             .filter(host_jobs::Column::FinishedAt.lt(before))
@@ -240,7 +240,7 @@ async fn prune_host_jobs(db: &Database, before: DateTime<Utc>) -> Result<u64, Db
         if ids.is_empty() {
             return Ok(0);
         }
-        Ok(host_jobs::Entity::delete_many()
+        Ok(AllOrgs::delete_rows::<host_jobs::Entity>()
             .filter(host_jobs::Column::Id.is_in(ids))
             .filter(host_jobs::Column::Status.is_not_in(unfinished.iter().cloned()))
             .exec(db.writer())

@@ -1,6 +1,7 @@
 //! sea-orm entities of the service's tables, one module per table. Rows only: request and
 //! response types live with their operations in `api`. JSON columns are [`json::JsonText`] of
-//! the type they hold ([`json`]).
+//! the type they hold ([`json`]). [`scope`] is the one way to query them: an organization's
+//! rows through its `OrgScope`, work across organizations through `AllOrgs`.
 
 pub mod accounts;
 pub mod agent_nonces;
@@ -48,6 +49,7 @@ pub mod scim_group_members;
 pub mod scim_groups;
 pub mod scim_tokens;
 pub mod scim_users;
+pub mod scope;
 pub mod sessions;
 pub mod sso_connections;
 pub mod sso_domains;

@@ -1,6 +1,9 @@
 //! The job queue's tables: apalis' own migrations, then the indexes its acknowledgements need
 //! (run at every start, after the service's migrations).
 
+// The job queue's own schema (apalis's tables, not entities), checked by hand-written SQL.
+#![allow(clippy::disallowed_methods)]
+
 use anyhow::Context;
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;

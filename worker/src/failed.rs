@@ -15,6 +15,8 @@ pub struct FailedJob {
 }
 
 /// Jobs that will not run again: aborted (`Killed`) or out of attempts, newest first.
+// The job queue's tables are apalis's, not entities: read by hand-written SQL.
+#[allow(clippy::disallowed_methods)]
 pub async fn list(db: &Database, limit: u32) -> anyhow::Result<Vec<FailedJob>> {
     let backend = db.orm.get_database_backend();
     let sql = match backend {

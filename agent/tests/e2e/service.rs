@@ -87,6 +87,7 @@ impl Service {
     }
 
     /// The host's jobs, as its event list records them (`job_ran`), and the stored job rows.
+    #[allow(clippy::disallowed_methods)] // Test code: reads the rows directly.
     pub async fn jobs(&self, host_id: &str) -> Vec<entities::host_jobs::Model> {
         use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
         let uuid = platform::ids::HostId::parse(host_id)

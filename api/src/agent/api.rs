@@ -28,9 +28,9 @@ use crate::{
     fleet::enrollment_tokens::{TOKEN_PREFIX, usable},
     fleet::events::record_event,
     http::error::{ApiError, BadRequest, Conflict, Errors, Forbidden, Unauthorized},
-    http::scope::{Credential, OrgScope},
     http::tags::Tag,
 };
+use entities::scope::{Credential, OrgScope};
 
 /// Certificates are valid this long.
 pub const CERTIFICATE_VALIDITY: Duration = Duration::days(90);

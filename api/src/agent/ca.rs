@@ -2,6 +2,7 @@
 //! sealed with `SECRETS_KEY` when one is configured. Several replicas starting at once agree on
 //! one CA: the first insert wins and the others read it back.
 
+use entities::scope::Untenanted;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -14,7 +15,6 @@ use platform::{
 };
 use sea_orm::{ActiveModelTrait, Set};
 
-use crate::http::scope::Untenanted;
 use serde::{Deserialize, Serialize};
 
 const NAME: &str = "agent_ca";

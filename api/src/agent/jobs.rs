@@ -16,10 +16,10 @@ use crate::{
     AppState,
     fleet::events::record_event,
     http::error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
-    http::scope::OrgScope,
     http::tags::Tag,
     proposals::policies::window_rule,
 };
+use entities::scope::OrgScope;
 
 /// The longest log kept per job; a longer one keeps its last part.
 pub const MAX_LOG_BYTES: usize = protocol::wire::MAX_LOG_BYTES;

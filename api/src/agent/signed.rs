@@ -32,11 +32,8 @@ use sea_orm::{
 use serde::de::DeserializeOwned;
 
 use super::{body, keys::CertifiedKey, limits};
-use crate::{
-    AppState,
-    http::error::ApiError,
-    http::scope::{Credential, OrgScope, Untenanted},
-};
+use crate::{AppState, http::error::ApiError};
+use entities::scope::{Credential, OrgScope, Untenanted};
 
 /// An authenticated agent request with body `T`.
 pub struct Signed<T> {

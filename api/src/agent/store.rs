@@ -19,11 +19,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::{
-    fleet::events::record_event,
-    http::error::ApiError,
-    http::scope::{OrgScope, Untenanted},
-};
+use crate::{fleet::events::record_event, http::error::ApiError};
+use entities::scope::{OrgScope, Untenanted};
 use protocol::wire::{self, CheckIn, Facts};
 
 /// How often agents are asked to check in.

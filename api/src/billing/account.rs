@@ -13,10 +13,10 @@ use crate::{
     http::error::{
         ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
     },
-    http::scope::OrgScope,
     http::tags::Tag,
     identity::roles::Billing as OwnerOnly,
 };
+use entities::scope::OrgScope;
 
 /// The organization's plan and subscription.
 #[derive(Object)]

@@ -3,9 +3,8 @@
 
 use anyhow::Context;
 use domain::billing::Plan;
+use entities::scope::AllOrgs;
 use platform::{clock::Clock, config::Config, db::Database};
-
-use crate::http::scope;
 
 /// Sets organization `slug`'s plan to `plan` (one of the known plans) and says so on stdout.
 pub async fn set_plan(config: Config, slug: &str, plan: &str) -> anyhow::Result<()> {
@@ -44,7 +43,7 @@ pub async fn set(
     now: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<()> {
     let txn = db.begin_write().await?;
-    let org = scope::edge::organization_by_slug(slug)
+    let org = AllOrgs::organization_by_slug(slug)
         .one(&txn)
         .await?
         .with_context(|| format!("no organization has the slug {slug:?}"))?;

@@ -21,10 +21,10 @@ use crate::{
     agent::body,
     http::error::{ApiError, BadRequest, Errors, NotConfigured},
     http::middleware::BODY_LIMIT,
-    http::scope::OrgScope,
     http::tags::Tag,
     identity::roles::Role,
 };
+use entities::scope::OrgScope;
 
 /// A payment processor event (only the envelope is described; the object is the processor's).
 #[derive(Object)]

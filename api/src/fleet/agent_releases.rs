@@ -9,10 +9,10 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgReadErrors},
-    http::scope::Untenanted,
     http::tags::Tag,
     identity::roles::Discuss,
 };
+use entities::scope::Untenanted;
 
 /// An agent release channel.
 #[derive(Object)]

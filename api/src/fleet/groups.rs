@@ -23,12 +23,12 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
-    http::scope::Untenanted,
     http::tags::Tag,
     http::text::{Name, Text},
     identity::audit::Entry,
     identity::roles::{Operate, ReadFleet},
 };
+use entities::scope::Untenanted;
 use platform::{
     ids::{GroupId, HostId},
     selector::Selector,

@@ -34,12 +34,12 @@ use crate::{
     http::error::{OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
-    http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     http::text::{DisplayNameText, NotesText, Text},
     identity::audit::Entry,
     identity::roles::{Operate, ReadFleet},
 };
+use entities::scope::{OrgScope, Untenanted};
 use platform::{
     ids::{GroupId, HostEventId, HostId, ProposalId},
     selector::{Requirement, Selector},

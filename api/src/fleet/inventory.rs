@@ -17,11 +17,11 @@ use crate::{
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
     http::paging::{DEFAULT_LIMIT, MAX_LIMIT, Page},
-    http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     identity::roles::ReadFleet,
     proposals::api::AdvisoryView,
 };
+use entities::scope::{OrgScope, Untenanted};
 
 /// A package installed on a host.
 #[derive(Object)]

@@ -33,9 +33,9 @@ use crate::{
     http::identity_cache::{SessionAnswer, TokenAnswer},
     http::middleware::ExtraHeaders,
     http::rate_limit::{self, Limit},
-    http::scope::{self, Credential, OrgScope, Untenanted},
     identity::roles::{Requirement, Role},
 };
+use entities::scope::{AllOrgs, Credential, OrgScope, Untenanted};
 
 pub const SESSION_COOKIE: &str = "service_session";
 pub const CSRF_HEADER: &str = "x-service-csrf";
@@ -391,7 +391,7 @@ async fn membership(
             let org = match shelf.get(mark, &slug.to_owned()) {
                 Some(kept) => kept,
                 None => {
-                    let org = scope::edge::organization_by_slug(slug)
+                    let org = AllOrgs::organization_by_slug(slug)
                         .one(&state.db.orm)
                         .await?
                         .ok_or(ApiError::NotFound)?;
@@ -411,7 +411,7 @@ async fn membership(
                 return Ok(kept.as_ref().clone());
             }
             // One query: the caller's membership of the organization with that slug.
-            let (member, org) = scope::edge::memberships_of(caller.account.id.into(), None)
+            let (member, org) = AllOrgs::memberships_of(caller.account.id.into(), None)
                 .find_also_related(organizations::Entity)
                 .filter(organizations::Column::Slug.eq(slug))
                 .one(&state.db.orm)

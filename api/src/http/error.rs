@@ -272,6 +272,16 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
+/// A row another organization holds is answered as one that does not exist.
+impl From<entities::scope::RowError> for ApiError {
+    fn from(err: entities::scope::RowError) -> Self {
+        match err {
+            entities::scope::RowError::NotFound => ApiError::NotFound,
+            entities::scope::RowError::Db(err) => err.into(),
+        }
+    }
+}
+
 impl From<domain::billing::PlanRequired> for ApiError {
     fn from(refusal: domain::billing::PlanRequired) -> Self {
         ApiError::PlanRequired(refusal.detail)
@@ -627,6 +637,12 @@ impl<S> From<ApiError> for Errors<S> {
 
 impl<S> From<sea_orm::DbErr> for Errors<S> {
     fn from(err: sea_orm::DbErr) -> Self {
+        Errors(err.into(), PhantomData)
+    }
+}
+
+impl<S> From<entities::scope::RowError> for Errors<S> {
+    fn from(err: entities::scope::RowError) -> Self {
         Errors(err.into(), PhantomData)
     }
 }

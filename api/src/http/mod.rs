@@ -1,4 +1,4 @@
-//! The edge: errors, extractors (who is calling, with which role), the tenant scope, paging,
+//! The edge: errors, extractors (who is calling, with which role), paging,
 //! input checks, rate limits, middleware, the OpenAPI document and the server. No feature lives here.
 
 pub mod access;
@@ -15,7 +15,6 @@ pub mod paging;
 pub mod probes;
 pub mod rate_limit;
 pub mod revoke;
-pub mod scope;
 pub mod server;
 pub mod tags;
 pub mod text;

@@ -11,9 +11,9 @@ use crate::{
     AppState,
     http::access::OrgAccess,
     http::error::ApiError,
-    http::scope::RowId,
     identity::audit::{Entry, Target},
 };
+use entities::scope::RowId;
 
 /// A record that is revoked by setting its `revoked_at`.
 pub trait Revocable: RowId + Target {

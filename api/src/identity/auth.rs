@@ -19,12 +19,12 @@ use crate::{
     },
     http::input::{self, Email, Slug},
     http::rate_limit::{self, Limit},
-    http::scope::{self, Untenanted},
     http::tags::Tag,
     http::text::{EmailText, Name, SlugText, Text},
     identity::audit::Entry,
     identity::roles::Role,
 };
+use entities::scope::{AllOrgs, Untenanted};
 
 /// Per client address, across the unauthenticated operations.
 const PER_IP: Limit = Limit {
@@ -332,7 +332,7 @@ impl AuthApi {
         }
         let session = start_session(&state, &txn, account.id, now).await?;
         let ip = access::client_ip(req);
-        for membership in scope::edge::memberships_of(account.id.into(), None)
+        for membership in AllOrgs::memberships_of(account.id.into(), None)
             .all(&txn)
             .await?
         {
@@ -398,7 +398,7 @@ impl AuthApi {
                 .await?
             }
         };
-        let slug_taken = scope::edge::organization_by_slug(&payload.organization_slug)
+        let slug_taken = AllOrgs::organization_by_slug(&payload.organization_slug)
             .one(&txn)
             .await?
             .is_some();

@@ -29,7 +29,6 @@ use crate::{
     http::input::{self, Email},
     http::paging::{Order, Page, Paging},
     http::revoke::revoke,
-    http::scope::{Credential, OrgScope, Untenanted},
     http::tags::Tag,
     http::text::{EmailText, InvitedRoleText},
     identity::audit::Entry,
@@ -37,6 +36,7 @@ use crate::{
     identity::members::lock_org,
     identity::roles::{AdministerInPerson, Right, Role},
 };
+use entities::scope::{Credential, OrgScope, Untenanted};
 
 #[derive(Object)]
 #[oai(deny_unknown_fields)]

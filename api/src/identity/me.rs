@@ -12,10 +12,10 @@ use crate::{
     http::error::{ApiError, BadRequest, Errors, Forbidden, Unauthorized},
     http::identity_cache::MineAnswer,
     http::input,
-    http::scope,
     http::tags::Tag,
     http::text::{Name, Text},
 };
+use entities::scope::AllOrgs;
 
 /// An organization the person belongs to, with their role there.
 #[derive(Object)]
@@ -65,7 +65,7 @@ async fn me(state: &AppState, caller: &crate::http::access::Caller) -> Result<Me
         Some(kept) => kept,
         None => {
             // One query: the memberships and their organizations; one for their plans.
-            let memberships = scope::edge::memberships_of(account.id.into(), caller.token_org())
+            let memberships = AllOrgs::memberships_of(account.id.into(), caller.token_org())
                 .find_also_related(organizations::Entity)
                 .all(&state.db.orm)
                 .await?

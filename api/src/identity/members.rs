@@ -22,12 +22,12 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors},
     http::input,
     http::paging::{Order, Page, Paging},
-    http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     http::text::RoleText,
     identity::audit::Entry,
     identity::roles::{Administer, AdministerInPerson, MemberInPerson, Right, Role},
 };
+use entities::scope::{OrgScope, Untenanted};
 
 #[derive(Object)]
 pub struct Member {

@@ -13,11 +13,11 @@ use crate::{
         ApiError, BadRequest, Errors, NotFound, OrgInputErrors, TooManyRequests, Unauthorized,
     },
     http::paging::{Order, Page, Paging},
-    http::scope,
     http::tags::Tag,
     identity::audit::Entry,
     identity::roles::{OrgSettings, ReadFleet},
 };
+use entities::scope::{AllOrgs, OrgScope};
 
 /// The largest reboot budget: far beyond any fleet's wish, well inside the column.
 pub const MAX_CONCURRENT_REBOOTS: u32 = 1_000_000;
@@ -61,7 +61,7 @@ fn budget(stored: Option<i32>) -> Option<u32> {
 /// may be one this replica remembers from before a change).
 async fn stored_budget<C: sea_orm::ConnectionTrait>(
     db: &C,
-    scope: scope::OrgScope,
+    scope: OrgScope,
 ) -> Result<Option<u32>, sea_orm::DbErr> {
     let stored: Option<Option<i32>> = scope
         .rows::<organizations::Entity>()
@@ -91,7 +91,7 @@ impl OrgsApi {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let caller = caller.0;
         let query = paging.apply(
-            scope::edge::memberships_of(caller.account_id().into(), caller.token_org()),
+            AllOrgs::memberships_of(caller.account_id().into(), caller.token_org()),
             memberships::Column::OrgId,
             Order::OldestFirst,
         );

@@ -20,10 +20,10 @@ use crate::{
     http::access::org,
     http::error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
     http::paging::{Order, Page, Paging},
-    http::scope::Untenanted,
     http::tags::Tag,
     identity::roles::Manage,
 };
+use entities::scope::Untenanted;
 
 /// One try at a delivery.
 #[derive(Object)]

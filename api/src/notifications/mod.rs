@@ -10,7 +10,8 @@ pub mod digest;
 use entities::notification_events;
 use sea_orm::{ColumnTrait, QueryFilter};
 
-use crate::{AppState, http::scope::OrgScope};
+use crate::AppState;
+use entities::scope::OrgScope;
 
 /// After a change that may have written a notification event in `scope`'s organization:
 /// queues a dispatch when one waits (one indexed query). Never fails the change; the

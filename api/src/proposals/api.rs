@@ -35,12 +35,12 @@ use crate::{
     http::error::{ApiError, StateRefusal},
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::paging::{Order, Page, Paging},
-    http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     http::text::{Reason, Text},
     identity::audit::Entry,
     identity::roles::{Operate, ReadFleet},
 };
+use entities::scope::{OrgScope, Untenanted};
 
 /// Most hosts the detail lists in `targets`.
 pub const MAX_TARGETS: u64 = 100;

@@ -28,15 +28,10 @@ use uuid::Uuid;
 
 use crate::http::error::OrgInputErrors;
 use crate::{
-    AppState,
-    http::access::org,
-    http::error::ApiError,
-    http::scope::{OrgScope, Untenanted},
-    http::tags::Tag,
-    http::text::CommentText,
-    identity::audit::Entry,
-    identity::roles::Discuss,
+    AppState, http::access::org, http::error::ApiError, http::tags::Tag, http::text::CommentText,
+    identity::audit::Entry, identity::roles::Discuss,
 };
+use entities::scope::{OrgScope, Untenanted};
 
 /// Longest comment body, in characters (after trimming).
 pub const MAX_BODY: usize = 10_000;

@@ -20,10 +20,10 @@ use crate::{
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
     http::paging::{Order, Page, Paging},
-    http::scope::Untenanted,
     http::tags::Tag,
     identity::roles::ReadFleet,
 };
+use entities::scope::Untenanted;
 
 /// A systemd unit and on how many of the proposal's hosts it would restart.
 #[derive(Object)]

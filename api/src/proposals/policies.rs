@@ -25,13 +25,13 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
-    http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     http::text::{Name, Text},
     identity::audit::Entry,
     identity::roles::{Manage, ReadFleet},
     proposals::rollouts::{RolloutBody, RolloutView},
 };
+use entities::scope::{OrgScope, Untenanted};
 use platform::{
     ids::{GroupId, PolicyId},
     selector::Selector,

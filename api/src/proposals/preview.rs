@@ -26,10 +26,10 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
-    http::scope::OrgScope,
     http::tags::Tag,
     identity::roles::ReadFleet,
 };
+use entities::scope::OrgScope;
 
 /// A scope, window and rollout to preview, as a policy body writes them.
 #[derive(Object)]

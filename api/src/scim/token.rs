@@ -21,11 +21,11 @@ use crate::{
     AppState,
     http::access::{OrgAccess, org},
     http::error::{ApiError, OrgReadErrors},
-    http::scope::OrgScope,
     http::tags::Tag,
     identity::audit::Entry,
     identity::roles::IdentityProviderInPerson,
 };
+use entities::scope::OrgScope;
 
 /// The prefix of a SCIM provisioning token's value.
 pub const SCIM_TOKEN_PREFIX: &str = "scim_";

@@ -18,7 +18,6 @@ use crate::{
         ApiError, BadRequest, Errors, Forbidden, NotConfigured, NotFound, TooManyRequests,
         Unauthorized,
     },
-    http::scope::OrgScope,
     http::tags::Tag,
     http::text::{InvitedRoleText, Text},
     identity::audit::Entry,
@@ -28,6 +27,7 @@ use crate::{
         sealing_key,
     },
 };
+use entities::scope::OrgScope;
 
 /// The groups claim when a save names none.
 pub const DEFAULT_GROUPS_CLAIM: &str = "groups";

@@ -14,13 +14,13 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgConflictErrors, OrgReadErrors, StateRefusal},
-    http::scope::OrgScope,
     http::tags::Tag,
     http::text::Text,
     identity::audit::Entry,
     identity::roles::IdentityProviderInPerson,
     sso::{DomainClaim, check_plan},
 };
+use entities::scope::{Credential, OrgScope};
 
 #[derive(Object)]
 #[oai(rename = "NewSsoDomainClaim", deny_unknown_fields)]
@@ -79,7 +79,6 @@ async fn verified_elsewhere<C: sea_orm::ConnectionTrait>(
     org_id: uuid::Uuid,
     domain: &str,
 ) -> Result<bool, ApiError> {
-    use crate::http::scope::Credential;
     Ok(sso_domains::Entity::by_credential(domain)
         .one(db)
         .await?

@@ -8,11 +8,8 @@ use entities::{organizations, sso_domains};
 use platform::ids::OrgId;
 use sea_orm::ConnectionTrait;
 
-use crate::{
-    AppState,
-    http::error::ApiError,
-    http::scope::{Credential, OrgScope},
-};
+use crate::{AppState, http::error::ApiError};
+use entities::scope::{Credential, OrgScope};
 
 /// The organization that has `email`'s domain verified, if any.
 pub async fn organization_of<C: ConnectionTrait>(

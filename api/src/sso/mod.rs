@@ -20,7 +20,8 @@ use platform::ids::OrgId;
 use poem_openapi::Object;
 use sea_orm::{ConnectionTrait, QueryOrder};
 
-use crate::{AppState, http::error::ApiError, http::scope::OrgScope};
+use crate::{AppState, http::error::ApiError};
+use entities::scope::OrgScope;
 
 /// The associated data the client secret is sealed with (`platform::crypto`).
 pub const SECRET_PURPOSE: &[u8] = b"sso-client-secret";

@@ -32,7 +32,6 @@ use crate::{
         ApiError, BadRequest, Errors, Forbidden, NotConfigured, NotFound, TooManyRequests,
     },
     http::input::Email,
-    http::scope::{OrgScope, Untenanted},
     http::tags::Tag,
     identity::audit::Entry,
     identity::auth::{limit_anonymous, start_session},
@@ -42,6 +41,7 @@ use crate::{
         redirect_uri, sealing_key,
     },
 };
+use entities::scope::{OrgScope, Untenanted};
 
 /// How long a started sign-in may take to come back.
 pub const LOGIN_TTL: Duration = Duration::minutes(10);

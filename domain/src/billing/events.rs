@@ -9,6 +9,7 @@
 //! `created` wins whatever order they arrive in.
 
 use chrono::{DateTime, NaiveDate, Utc};
+use entities::scope::{AllOrgs, Untenanted};
 use entities::{organizations, payment_events, subscriptions};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait,
@@ -203,7 +204,8 @@ async fn by_customer<C: ConnectionTrait>(
 ) -> Result<Option<subscriptions::Model>, DbErr> {
     locked(
         db,
-        subscriptions::Entity::find().filter(subscriptions::Column::CustomerId.eq(customer)),
+        AllOrgs::rows::<subscriptions::Entity>()
+            .filter(subscriptions::Column::CustomerId.eq(customer)),
     )
     .one(db)
     .await
@@ -227,7 +229,7 @@ async fn set_event<C: ConnectionTrait>(
     org_id: Option<Uuid>,
     payload: Option<&[u8]>,
 ) -> Result<(), DbErr> {
-    payment_events::Entity::update_many()
+    payment_events::Entity::update_rows()
         .col_expr(
             payment_events::Column::OrgId,
             sea_orm::sea_query::Expr::value(org_id),
@@ -255,7 +257,7 @@ async fn checkout_completed(
     let (Some(customer), Some(slug)) = (customer, event.text("client_reference_id")) else {
         return Ok(Received::just(Outcome::Ignored));
     };
-    let Some(org) = organizations::Entity::find()
+    let Some(org) = AllOrgs::rows::<organizations::Entity>()
         .filter(organizations::Column::Slug.eq(slug.as_str()))
         .one(txn)
         .await?
@@ -268,7 +270,7 @@ async fn checkout_completed(
         tracing::warn!(event = %event.id, "checkout names a customer linked to another organization; ignored");
         return Ok(Received::just(Outcome::Ignored));
     }
-    let row = match locked(txn, subscriptions::Entity::find_by_id(org.id))
+    let row = match locked(txn, AllOrgs::row::<subscriptions::Entity>(org.id))
         .one(txn)
         .await?
     {
@@ -295,7 +297,7 @@ async fn checkout_completed(
         }
     };
     // The subscription events that arrived first, oldest first (the newest wins anyway).
-    let waiting = payment_events::Entity::find()
+    let waiting = payment_events::Entity::rows()
         .filter(payment_events::Column::CustomerId.eq(customer.as_str()))
         .filter(payment_events::Column::OrgId.is_null())
         .filter(payment_events::Column::Payload.is_not_null())
@@ -310,7 +312,7 @@ async fn checkout_completed(
             .and_then(|p| Event::parse(p.as_bytes()));
         if let Some(parsed) = parsed {
             apply_subscription(txn, row.clone(), &parsed, now).await?;
-            row = subscriptions::Entity::find_by_id(org.id)
+            row = AllOrgs::row::<subscriptions::Entity>(org.id)
                 .one(txn)
                 .await?
                 .unwrap_or(row);

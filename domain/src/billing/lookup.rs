@@ -1,6 +1,7 @@
 //! The one plan lookup: an organization's subscription row, else the deployment's default.
 
 use chrono::{DateTime, Utc};
+use entities::scope::AllOrgs;
 use entities::subscriptions;
 use platform::{config::Config, ids::OrgId};
 use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait, sea_query::OnConflict};
@@ -20,7 +21,7 @@ pub async fn subscription_of<C: ConnectionTrait>(
     db: &C,
     org_id: OrgId,
 ) -> Result<Option<subscriptions::Model>, DbErr> {
-    subscriptions::Entity::find_by_id(org_id.uuid())
+    AllOrgs::row::<subscriptions::Entity>(org_id.uuid())
         .one(db)
         .await
 }
@@ -45,7 +46,7 @@ pub async fn plans_of<C: ConnectionTrait>(
     default_plan: &Plan,
 ) -> Result<PlansOf, DbErr> {
     use sea_orm::{ColumnTrait, QueryFilter};
-    let rows = subscriptions::Entity::find()
+    let rows = AllOrgs::rows::<subscriptions::Entity>()
         .filter(subscriptions::Column::OrgId.is_in(org_ids))
         .all(db)
         .await?;

@@ -4,6 +4,7 @@
 //! row yet gets one (`pending`) and a fetch job keyed `changelog:{distro}:{source}:{version}`,
 //! so however many organizations and evaluations ask at once, one fetch runs.
 
+use entities::scope::{AllOrgs, Untenanted};
 use std::collections::{BTreeSet, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -45,7 +46,7 @@ pub async fn queue_for_policy(
     policy_id: Uuid,
     now: DateTime<Utc>,
 ) -> anyhow::Result<usize> {
-    let ids: Vec<Uuid> = proposals::Entity::find()
+    let ids: Vec<Uuid> = AllOrgs::rows::<proposals::Entity>()
         .select_only()
         .column(proposals::Column::Id)
         .filter(proposals::Column::PolicyId.eq(policy_id))
@@ -55,7 +56,7 @@ pub async fn queue_for_policy(
         .await?;
     let mut wanted: BTreeSet<Key> = BTreeSet::new();
     for chunk in ids.chunks(200) {
-        let rows: Vec<(Option<String>, Option<String>, String)> = proposal_changes::Entity::find()
+        let rows: Vec<(Option<String>, Option<String>, String)> = proposal_changes::Entity::rows()
             .select_only()
             .column(proposal_changes::Column::Distro)
             .column(proposal_changes::Column::SourceName)
@@ -93,7 +94,7 @@ pub async fn queue_missing(
         .collect();
     let mut cached: HashSet<Key> = HashSet::new();
     for chunk in sources.chunks(500) {
-        let rows: Vec<Key> = changelogs::Entity::find()
+        let rows: Vec<Key> = changelogs::Entity::rows()
             .select_only()
             .column(changelogs::Column::Distro)
             .column(changelogs::Column::Source)
@@ -168,7 +169,7 @@ fn pending_row(
 /// run), at the attempt it had reached, under a key of this hour: a job of that attempt still
 /// coming after all finds the attempt made and does nothing. Returns how many were queued.
 pub async fn requeue_stranded(db: &Database, now: DateTime<Utc>) -> anyhow::Result<usize> {
-    let stranded: Vec<(String, String, String, i32)> = changelogs::Entity::find()
+    let stranded: Vec<(String, String, String, i32)> = changelogs::Entity::rows()
         .select_only()
         .column(changelogs::Column::Distro)
         .column(changelogs::Column::Source)
@@ -207,10 +208,7 @@ pub async fn row_for(
     now: DateTime<Utc>,
 ) -> anyhow::Result<changelogs::Model> {
     let key = (job.distro.clone(), job.source.clone(), job.version.clone());
-    if let Some(row) = changelogs::Entity::find_by_id(key.clone())
-        .one(&db.orm)
-        .await?
-    {
+    if let Some(row) = changelogs::Entity::row(key.clone()).one(&db.orm).await? {
         return Ok(row);
     }
     changelogs::Entity::insert(pending_row(&job.distro, &job.source, &job.version, now)?)
@@ -225,7 +223,7 @@ pub async fn row_for(
         )
         .exec_without_returning(&db.orm)
         .await?;
-    changelogs::Entity::find_by_id(key)
+    changelogs::Entity::row(key)
         .one(&db.orm)
         .await?
         .ok_or_else(|| anyhow::anyhow!("changelog cache row vanished"))
@@ -250,7 +248,7 @@ pub async fn lookup<C: sea_orm::ConnectionTrait>(
         .collect();
     let mut found = Vec::new();
     for chunk in sources.chunks(500) {
-        let rows = changelogs::Entity::find()
+        let rows = changelogs::Entity::rows()
             .filter(changelogs::Column::Source.is_in(chunk.to_vec()))
             .filter(changelogs::Column::Version.is_in(versions.clone()))
             .all(db)

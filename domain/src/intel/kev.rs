@@ -5,6 +5,7 @@
 //! it evaluate again, which announces `advisory.known_exploited` once per organization and CVE
 //! (`policy::evaluate`).
 
+use entities::scope::{AllOrgs, Untenanted};
 use std::collections::{BTreeSet, HashSet};
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
@@ -86,7 +87,7 @@ pub fn parse(body: &[u8]) -> Result<Vec<Record>, BadCatalogue> {
 
 /// Whether the catalogue has never been loaded.
 pub async fn is_empty(db: &Database) -> anyhow::Result<bool> {
-    Ok(known_exploited::Entity::find()
+    Ok(known_exploited::Entity::rows()
         .limit(1)
         .count(&db.orm)
         .await?
@@ -98,7 +99,7 @@ pub async fn store(db: &Database, records: Vec<Record>) -> anyhow::Result<BTreeS
     let mut known: HashSet<String> = HashSet::new();
     let ids: Vec<String> = records.iter().map(|r| r.cve.clone()).collect();
     for chunk in ids.chunks(500) {
-        let found: Vec<String> = known_exploited::Entity::find()
+        let found: Vec<String> = known_exploited::Entity::rows()
             .select_only()
             .column(known_exploited::Column::Cve)
             .filter(known_exploited::Column::Cve.is_in(chunk.to_vec()))
@@ -149,7 +150,7 @@ pub async fn policies_fixing(db: &Database, cves: &BTreeSet<String>) -> anyhow::
     if cves.is_empty() {
         return Ok(Vec::new());
     }
-    let open: Vec<(Uuid, Option<Uuid>)> = proposals::Entity::find()
+    let open: Vec<(Uuid, Option<Uuid>)> = AllOrgs::rows::<proposals::Entity>()
         .select_only()
         .column(proposals::Column::Id)
         .column(proposals::Column::PolicyId)
@@ -161,7 +162,7 @@ pub async fn policies_fixing(db: &Database, cves: &BTreeSet<String>) -> anyhow::
     for chunk in open.chunks(200) {
         let ids: Vec<Uuid> = chunk.iter().map(|(id, _)| *id).collect();
         let rows: Vec<(Uuid, entities::json::JsonText<Vec<Advisory>>)> =
-            proposal_changes::Entity::find()
+            proposal_changes::Entity::rows()
                 .select_only()
                 .column(proposal_changes::Column::ProposalId)
                 .column(proposal_changes::Column::Advisories)

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use entities::agent_releases;
+use entities::scope::Untenanted;
 use platform::db::Database;
 use sea_orm::{EntityTrait, Set, TransactionTrait};
 use serde::Deserialize;
@@ -80,7 +81,7 @@ pub async fn store(
     now: DateTime<Utc>,
 ) -> anyhow::Result<()> {
     let txn = db.orm.begin().await?;
-    agent_releases::Entity::delete_many().exec(&txn).await?;
+    agent_releases::Entity::delete_rows().exec(&txn).await?;
     for r in releases {
         agent_releases::Entity::insert(agent_releases::ActiveModel {
             channel: Set(r.channel),

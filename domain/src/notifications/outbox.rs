@@ -3,9 +3,10 @@
 //! (`notify.dispatch`), so the change never waits for a channel.
 
 use chrono::{DateTime, Utc};
+use entities::scope::{AllOrgs, Untenanted};
 use entities::{hosts, notification_events, organizations, proposal_impacts, proposals};
 use platform::ids::{HostId, ProposalId};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, EntityTrait, Set};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -22,7 +23,9 @@ pub async fn emit<C: ConnectionTrait>(
     mut data: Value,
     now: DateTime<Utc>,
 ) -> Result<Uuid, DbErr> {
-    if let Some(org) = organizations::Entity::find_by_id(org_id).one(txn).await?
+    if let Some(org) = AllOrgs::row::<organizations::Entity>(org_id)
+        .one(txn)
+        .await?
         && let Value::Object(fields) = &mut data
     {
         fields.insert(
@@ -92,7 +95,7 @@ pub async fn impact_data<C: ConnectionTrait>(
     txn: &C,
     proposal: &proposals::Model,
 ) -> Result<(Value, Value), DbErr> {
-    let stored = proposal_impacts::Entity::find_by_id(proposal.id)
+    let stored = proposal_impacts::Entity::row(proposal.id)
         .one(txn)
         .await?
         .and_then(|row| row.summary.read().ok());

@@ -3,10 +3,10 @@
 //! delivery (a member who left, a domain released), so that a channel is never a relay from the
 //! service's own domain to strangers.
 
+use entities::scope::OrgScope;
 use entities::{accounts, memberships, sso_domains};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, JoinType, QueryFilter, QuerySelect,
-    RelationTrait,
+    ColumnTrait, ConnectionTrait, DbErr, JoinType, QueryFilter, QuerySelect, RelationTrait,
 };
 use uuid::Uuid;
 
@@ -20,8 +20,8 @@ pub async fn refused<C: ConnectionTrait>(
     if addresses.is_empty() {
         return Ok(Vec::new());
     }
-    let verified: Vec<String> = sso_domains::Entity::find()
-        .filter(sso_domains::Column::OrgId.eq(org_id))
+    let verified: Vec<String> = OrgScope::of(org_id)
+        .rows::<sso_domains::Entity>()
         .filter(sso_domains::Column::VerifiedAt.is_not_null())
         .all(db)
         .await?
@@ -37,14 +37,11 @@ pub async fn refused<C: ConnectionTrait>(
     if outside.is_empty() {
         return Ok(Vec::new());
     }
-    let members: Vec<String> = accounts::Entity::find()
+    let members: Vec<String> = OrgScope::of(org_id)
+        .rows::<memberships::Entity>()
         .select_only()
         .column(accounts::Column::Email)
-        .join(
-            JoinType::InnerJoin,
-            memberships::Relation::Account.def().rev(),
-        )
-        .filter(memberships::Column::OrgId.eq(org_id))
+        .join(JoinType::InnerJoin, memberships::Relation::Account.def())
         .filter(accounts::Column::Email.is_in(outside.iter().map(|a| a.as_str())))
         .into_tuple()
         .all(db)

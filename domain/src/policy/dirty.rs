@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use entities::{policies, policy_dirty};
 use platform::jobs::EvaluatePolicy;
-use sea_orm::{ColumnTrait, EntityTrait, Set};
+use sea_orm::{EntityTrait, Set};
 use uuid::Uuid;
 
 /// How long a freshly marked policy waits before its evaluation runs: a burst of host
@@ -19,6 +19,7 @@ pub async fn mark_dirty(
     org_id: Uuid,
     now: DateTime<Utc>,
 ) -> anyhow::Result<()> {
+    use entities::scope::OrgScope;
     use sea_orm::{
         ConnectionTrait,
         sea_query::{Expr, OnConflict, Query},
@@ -27,11 +28,10 @@ pub async fn mark_dirty(
         .into_table(policy_dirty::Entity)
         .columns([policy_dirty::Column::PolicyId, policy_dirty::Column::Since])
         .select_from(
-            Query::select()
+            OrgScope::of(org_id)
+                .select::<policies::Entity>()
                 .column(policies::Column::Id)
                 .expr(Expr::value(now))
-                .from(policies::Entity)
-                .and_where(policies::Column::OrgId.eq(org_id))
                 .to_owned(),
         )?
         .on_conflict(
@@ -41,6 +41,9 @@ pub async fn mark_dirty(
         )
         .returning_col(policy_dirty::Column::PolicyId)
         .to_owned();
+    // An INSERT … SELECT over the organization's scoped select, built by sea-query: sea-orm has
+    // no entity form of it, and one statement is what keeps the mark race-free.
+    #[allow(clippy::disallowed_methods)]
     let marked = db.writer().query_all(&insert).await?;
     let queue = platform::jobs::Queue::new(db);
     for row in marked {

@@ -15,6 +15,7 @@
 //! the snapshot are not checked for: each marks the policy dirty again (after this run
 //! claimed the mark), which queues the next run, as a change after the write would.
 
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -24,8 +25,8 @@ use entities::{
 };
 use platform::{config::DatabaseKind, db::Database, ids::PolicyId};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, QueryFilter, QueryOrder, QuerySelect,
+    TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -98,12 +99,13 @@ async fn evaluate(
     if !postgres {
         // The mark is claimed when there is one: a run without (a retry, a direct call) that
         // finds nothing to write writes nothing at all.
-        if policy_dirty::Entity::find_by_id(policy_id)
+        if policy_dirty::Entity::row(policy_id)
             .one(&db.orm)
             .await?
             .is_some()
         {
-            policy_dirty::Entity::delete_by_id(policy_id)
+            policy_dirty::Entity::delete_rows()
+                .filter(policy_dirty::Column::PolicyId.eq(policy_id))
                 .exec(db.writer())
                 .await?;
         }
@@ -116,6 +118,8 @@ async fn evaluate(
     let txn = db.begin_write().await?;
     if postgres {
         let key = i64::from_be_bytes(policy_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
+        // A lock, not a row: the one raw statement of the evaluation (sea-orm has no form of it).
+        #[allow(clippy::disallowed_methods)]
         let locked = txn
             .query_one_raw(sea_orm::Statement::from_sql_and_values(
                 sea_orm::DatabaseBackend::Postgres,
@@ -130,11 +134,15 @@ async fn evaluate(
             return Ok(Evaluated::Busy);
         }
         // Claimed outside this transaction, so marking stays a non-blocking insert.
-        policy_dirty::Entity::delete_by_id(policy_id)
+        policy_dirty::Entity::delete_rows()
+            .filter(policy_dirty::Column::PolicyId.eq(policy_id))
             .exec(&db.orm)
             .await?;
     }
-    let Some(policy) = policies::Entity::find_by_id(policy_id).one(&txn).await? else {
+    let Some(policy) = AllOrgs::row::<policies::Entity>(policy_id)
+        .one(&txn)
+        .await?
+    else {
         return Ok(Evaluated::Done); // Deleted: its proposals were closed with it.
     };
     let undecided = undecided(&txn, policy.id, postgres).await?;
@@ -178,7 +186,7 @@ async fn undecided<C: ConnectionTrait>(
     policy_id: Uuid,
     lock: bool,
 ) -> Result<Vec<proposals::Model>, DbErr> {
-    let mut undecided = proposals::Entity::find()
+    let mut undecided = AllOrgs::rows::<proposals::Entity>()
         .filter(proposals::Column::PolicyId.eq(policy_id))
         .filter(proposals::Column::Status.is_in(ProposalStatus::UNDECIDED))
         .order_by_asc(proposals::Column::Number);
@@ -201,7 +209,10 @@ enum Ahead {
 /// write turn.
 async fn read_ahead(db: &Database, policy_id: Uuid, reports: &Reports) -> Result<Ahead, DbErr> {
     let txn = db.orm.begin().await?;
-    let Some(policy) = policies::Entity::find_by_id(policy_id).one(&txn).await? else {
+    let Some(policy) = AllOrgs::row::<policies::Entity>(policy_id)
+        .one(&txn)
+        .await?
+    else {
         return Ok(Ahead::NothingToWrite);
     };
     if Rules::of(&policy).is_err() {
@@ -383,7 +394,7 @@ async fn plan_package<C: ConnectionTrait>(
 ) -> Result<PackageStep, DbErr> {
     let existing: Vec<proposal_changes::Model> = match &current {
         Some(current) if !desired.hosts.is_empty() => {
-            proposal_changes::Entity::find()
+            proposal_changes::Entity::rows()
                 .filter(proposal_changes::Column::ProposalId.eq(current.id))
                 .all(db)
                 .await?
@@ -405,7 +416,7 @@ async fn plan_package<C: ConnectionTrait>(
         (PackagePlan::Supersede, Some(current)) => PackageStep::Supersede(current, summary()),
         (PackagePlan::Merge | PackagePlan::Follow, Some(current)) => {
             type Row = (Uuid, JsonText<Vec<i32>>, Option<JsonText<HostImpact>>);
-            let stored_hosts = proposal_hosts::Entity::find()
+            let stored_hosts = proposal_hosts::Entity::rows()
                 .select_only()
                 .column(proposal_hosts::Column::HostId)
                 .column(proposal_hosts::Column::Changes)
@@ -418,7 +429,7 @@ async fn plan_package<C: ConnectionTrait>(
                 .map(|(host, changes, impact)| (host, (changes, impact)))
                 .collect();
             // A summary that cannot be read is written again.
-            let stored_impact = proposal_impacts::Entity::find_by_id(current.id)
+            let stored_impact = proposal_impacts::Entity::row(current.id)
                 .one(db)
                 .await?
                 .and_then(|row| row.summary.read().ok());
@@ -440,7 +451,7 @@ async fn release_hosts<C: ConnectionTrait>(
     db: &C,
     proposal_id: Uuid,
 ) -> Result<BTreeSet<Uuid>, DbErr> {
-    Ok(proposal_hosts::Entity::find()
+    Ok(proposal_hosts::Entity::rows()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .filter(proposal_hosts::Column::ProposalId.eq(proposal_id))
@@ -463,7 +474,7 @@ async fn unannounced<C: ConnectionTrait>(
     if kev.is_empty() {
         return Ok(None);
     }
-    let Some(proposal) = proposals::Entity::find()
+    let Some(proposal) = AllOrgs::rows::<proposals::Entity>()
         .filter(proposals::Column::PolicyId.eq(policy.id))
         .filter(proposals::Column::Status.eq(ProposalStatus::Open))
         .filter(proposals::Column::ReleaseKey.is_null())
@@ -477,8 +488,8 @@ async fn unannounced<C: ConnectionTrait>(
     cves.sort();
     let mut left = Vec::new();
     for cve in cves {
-        let announced = notification_events::Entity::find()
-            .filter(notification_events::Column::OrgId.eq(policy.org_id))
+        let announced = OrgScope::of(policy.org_id)
+            .rows::<notification_events::Entity>()
             .filter(
                 notification_events::Column::Kind.eq(EventKind::AdvisoryKnownExploited.as_str()),
             )

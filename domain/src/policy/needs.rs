@@ -2,6 +2,7 @@
 //! when the scope cannot be read), their reported updates grouped into changes, less what a
 //! proposal already going ahead carries; and which CVEs are known to be exploited.
 
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
     sync::Arc,
@@ -13,9 +14,7 @@ use entities::{
     known_exploited, policies, proposal_changes, proposal_hosts, proposals,
 };
 use platform::ids::PolicyId;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 use super::{
@@ -55,7 +54,8 @@ pub async fn scope_hosts<C: ConnectionTrait>(
             return Ok(Vec::new());
         }
     };
-    let mut query = hosts::Entity::find()
+    let mut query = OrgScope::of(policy.org_id)
+        .rows::<hosts::Entity>()
         .select_only()
         .columns([
             hosts::Column::Id,
@@ -66,15 +66,12 @@ pub async fn scope_hosts<C: ConnectionTrait>(
             hosts::Column::DistroCodename,
             hosts::Column::ReleaseUpgrade,
         ])
-        .filter(hosts::Column::OrgId.eq(policy.org_id))
         .filter(hosts::Column::DecommissionedAt.is_null())
         .order_by_asc(hosts::Column::Id);
     if !scope.groups().is_empty() {
         query = query.filter(
             hosts::Column::Id.in_subquery(
-                sea_orm::sea_query::Query::select()
-                    .column(group_hosts::Column::HostId)
-                    .from(group_hosts::Entity)
+                group_hosts::Entity::column_of(group_hosts::Column::HostId)
                     .and_where(group_hosts::Column::GroupId.is_in(scope.groups().to_vec()))
                     .to_owned(),
             ),
@@ -121,7 +118,7 @@ pub async fn reported_updates<C: ConnectionTrait>(
     let mut found: HashMap<Uuid, Arc<[Arc<Reported>]>> = lookup.found.into_iter().collect();
     for chunk in lookup.missing.chunks(HOST_CHUNK) {
         let ids: Vec<Uuid> = chunk.iter().map(|(id, _)| *id).collect();
-        let rows: Vec<Update> = host_updates::Entity::find()
+        let rows: Vec<Update> = host_updates::Entity::rows()
             .select_only()
             .columns([
                 host_updates::Column::HostId,
@@ -221,7 +218,7 @@ pub async fn going<C: ConnectionTrait>(
     db: &C,
     policy_id: Uuid,
 ) -> Result<Vec<proposals::Model>, DbErr> {
-    proposals::Entity::find()
+    AllOrgs::rows::<proposals::Entity>()
         .filter(proposals::Column::PolicyId.eq(policy_id))
         .filter(proposals::Column::Status.is_in(ProposalStatus::IN_FLIGHT))
         .order_by_asc(proposals::Column::Number)
@@ -236,7 +233,7 @@ async fn in_flight<C: ConnectionTrait>(
 ) -> Result<InFlight, DbErr> {
     let mut carried = InFlight::default();
     for proposal in going {
-        let targets: Vec<(Uuid, JsonText<Vec<i32>>)> = proposal_hosts::Entity::find()
+        let targets: Vec<(Uuid, JsonText<Vec<i32>>)> = proposal_hosts::Entity::rows()
             .select_only()
             .column(proposal_hosts::Column::HostId)
             .column(proposal_hosts::Column::Changes)
@@ -250,7 +247,7 @@ async fn in_flight<C: ConnectionTrait>(
                 .extend(targets.into_iter().map(|(h, _)| (h, key.clone())));
             continue;
         }
-        let by_position: HashMap<i32, proposal_changes::Model> = proposal_changes::Entity::find()
+        let by_position: HashMap<i32, proposal_changes::Model> = proposal_changes::Entity::rows()
             .filter(proposal_changes::Column::ProposalId.eq(proposal.id))
             .all(txn)
             .await?
@@ -287,7 +284,7 @@ pub async fn known_exploited_cves<C: ConnectionTrait>(
     let mut found = HashSet::new();
     let cves: Vec<&String> = cves.into_iter().collect();
     for chunk in cves.chunks(500) {
-        let rows: Vec<String> = known_exploited::Entity::find()
+        let rows: Vec<String> = known_exploited::Entity::rows()
             .select_only()
             .column(known_exploited::Column::Cve)
             .filter(known_exploited::Column::Cve.is_in(chunk.iter().map(|c| (*c).clone())))

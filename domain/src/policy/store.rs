@@ -1,6 +1,7 @@
 //! Writes of an evaluation: opening a proposal, bringing one in line with what its hosts
 //! need (only what differs is written), and the hosts of a release upgrade.
 
+use entities::scope::Untenanted;
 use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
@@ -204,7 +205,7 @@ async fn remove_hosts(
     hosts: &[Uuid],
 ) -> Result<(), DbErr> {
     for chunk in hosts.chunks(WRITE_CHUNK) {
-        proposal_hosts::Entity::delete_many()
+        proposal_hosts::Entity::delete_rows()
             .filter(proposal_hosts::Column::ProposalId.eq(proposal_id))
             .filter(proposal_hosts::Column::HostId.is_in(chunk.to_vec()))
             .exec(txn)
@@ -321,7 +322,7 @@ impl Update {
             row.update(txn).await?;
         }
         for chunk in self.removed.chunks(WRITE_CHUNK) {
-            proposal_changes::Entity::delete_many()
+            proposal_changes::Entity::delete_rows()
                 .filter(proposal_changes::Column::ProposalId.eq(id))
                 .filter(proposal_changes::Column::Position.is_in(chunk.to_vec()))
                 .exec(txn)

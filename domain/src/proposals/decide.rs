@@ -3,11 +3,10 @@
 //! records the decision; approval with enough approvals goes ahead.
 
 use chrono::{DateTime, Utc};
+use entities::scope::Untenanted;
 use entities::{proposal_decisions, proposals};
 use platform::ids::ProposalId;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter, Set};
 use uuid::Uuid;
 
 use super::{destination, go_ahead, preflight::preflight, record};
@@ -71,7 +70,7 @@ pub async fn approve<C: ConnectionTrait>(
     account_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<proposals::Model, DecisionError> {
-    let approved_before = proposal_decisions::Entity::find()
+    let approved_before = proposal_decisions::Entity::rows()
         .filter(proposal_decisions::Column::ProposalId.eq(p.id))
         .filter(proposal_decisions::Column::ApprovalOf.eq(account_id))
         .one(txn)

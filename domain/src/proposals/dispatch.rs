@@ -11,6 +11,7 @@
 //! rollout caps jobs in flight, so counts and hand-outs take turns), then the organization's
 //! when a reboot slot is taken: the same order as the job-result path (host, rollout).
 
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
@@ -21,8 +22,8 @@ use entities::{
 };
 use platform::ids::HostJobId;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, sea_query::Expr,
+    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -64,7 +65,7 @@ pub fn frees_reboot_slot(host: &hosts::Model, now: DateTime<Utc>) -> bool {
 /// turns): what a check-in handing out jobs and a job's result take first, before the rollout's.
 pub async fn take_host<C: ConnectionTrait>(db: &C, host_id: Uuid) -> Result<(), DbErr> {
     if db.get_database_backend() == DatabaseBackend::Postgres {
-        hosts::Entity::find_by_id(host_id)
+        AllOrgs::row::<hosts::Entity>(host_id)
             .select_only()
             .column(hosts::Column::Id)
             .lock_exclusive()
@@ -88,12 +89,14 @@ struct Gate {
 }
 
 async fn gate<C: ConnectionTrait>(db: &C, proposal_id: Uuid) -> Result<Gate, DbErr> {
-    let proposal = proposals::Entity::find_by_id(proposal_id).one(db).await?;
+    let proposal = AllOrgs::row::<proposals::Entity>(proposal_id)
+        .one(db)
+        .await?;
     let rules = match &proposal {
         Some(p) => Rules::of(rollout::store::spec_of(p)?.as_ref()),
         None => Rules::of(None),
     };
-    let mut row = proposal_rollouts::Entity::find_by_id(proposal_id);
+    let mut row = AllOrgs::row::<proposal_rollouts::Entity>(proposal_id);
     if db.get_database_backend() == DatabaseBackend::Postgres {
         row = if rules.max_in_flight.is_some() {
             row.lock_exclusive()
@@ -115,7 +118,7 @@ async fn gate<C: ConnectionTrait>(db: &C, proposal_id: Uuid) -> Result<Gate, DbE
     let wave = row.begun.saturating_sub(1).max(0);
     let cap = rules.max_in_flight.map(u64::from);
     let in_flight = if cap.is_some() {
-        host_jobs::Entity::find()
+        AllOrgs::rows::<host_jobs::Entity>()
             .filter(host_jobs::Column::ProposalId.eq(proposal_id))
             .filter(host_jobs::Column::Wave.eq(wave))
             .filter(host_jobs::Column::Status.eq(HostJobStatus::Dispatched))
@@ -148,7 +151,7 @@ async fn still_needed<C: ConnectionTrait>(
         return Ok(true);
     }
     let names: Vec<String> = payload.changes.iter().map(|c| c.package.clone()).collect();
-    Ok(host_updates::Entity::find()
+    Ok(host_updates::Entity::rows()
         .select_only()
         .column(host_updates::Column::Name)
         .filter(host_updates::Column::HostId.eq(host.id))
@@ -168,7 +171,7 @@ async fn take_reboot_slot<C: ConnectionTrait>(
     job_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let mut org = organizations::Entity::find_by_id(host.org_id);
+    let mut org = AllOrgs::row::<organizations::Entity>(host.org_id);
     let budget = org
         .clone()
         .one(db)
@@ -182,8 +185,8 @@ async fn take_reboot_slot<C: ConnectionTrait>(
         org = org.lock_exclusive();
         org.one(db).await?;
     }
-    let rebooting = hosts::Entity::find()
-        .filter(hosts::Column::OrgId.eq(host.org_id))
+    let rebooting = OrgScope::of(host.org_id)
+        .rows::<hosts::Entity>()
         .filter(hosts::Column::RebootSlotUntil.gt(now))
         .filter(hosts::Column::Id.ne(host.id))
         .count(db)
@@ -191,7 +194,7 @@ async fn take_reboot_slot<C: ConnectionTrait>(
     if rebooting >= u64::try_from(budget.max(0)).unwrap_or(0) {
         return Ok(false);
     }
-    hosts::Entity::update_many()
+    AllOrgs::update_rows::<hosts::Entity>()
         .col_expr(
             hosts::Column::RebootSlotUntil,
             Expr::value(Some(now + REBOOT_SLOT)),
@@ -231,7 +234,7 @@ async fn hand_out<C: ConnectionTrait>(
     payload: Option<&JobPayload>,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let mut update = host_jobs::Entity::update_many()
+    let mut update = AllOrgs::update_rows::<host_jobs::Entity>()
         .col_expr(
             host_jobs::Column::Status,
             Expr::value(HostJobStatus::Dispatched),
@@ -261,8 +264,8 @@ pub async fn dispatch<C: ConnectionTrait>(
     host: &hosts::Model,
     now: DateTime<Utc>,
 ) -> Result<Vec<Handed>, DbErr> {
-    let rows = host_jobs::Entity::find()
-        .filter(host_jobs::Column::OrgId.eq(host.org_id))
+    let rows = OrgScope::of(host.org_id)
+        .rows::<host_jobs::Entity>()
         .filter(host_jobs::Column::HostId.eq(host.id))
         .filter(host_jobs::Column::Status.is_in(HostJobStatus::UNFINISHED))
         .order_by_asc(host_jobs::Column::Id)
@@ -300,7 +303,7 @@ pub async fn dispatch<C: ConnectionTrait>(
         if JobKind::from(job.kind.as_str()) != JobKind::Reboot
             && !still_needed(db, host, &job, &payload).await?
         {
-            host_jobs::Entity::update_many()
+            AllOrgs::update_rows::<host_jobs::Entity>()
                 .col_expr(
                     host_jobs::Column::Status,
                     Expr::value(HostJobStatus::Cancelled),

@@ -3,6 +3,7 @@
 //! does not permit or a window that cannot be read. A host decommissioned by then gets its job
 //! `cancelled` at once: it left the proposal.
 
+use entities::scope::{AllOrgs, Untenanted};
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -29,9 +30,7 @@ const JOB_CHUNK: usize = 500;
 
 /// `SELECT host_id FROM proposal_hosts WHERE proposal_id = …`, to filter hosts by.
 pub fn hosts_of(proposal_id: Uuid) -> sea_orm::sea_query::SelectStatement {
-    sea_orm::sea_query::Query::select()
-        .column(proposal_hosts::Column::HostId)
-        .from(proposal_hosts::Entity)
+    proposal_hosts::Entity::column_of(proposal_hosts::Column::HostId)
         .and_where(proposal_hosts::Column::ProposalId.eq(proposal_id))
         .to_owned()
 }
@@ -88,7 +87,7 @@ pub async fn create_jobs<C: ConnectionTrait>(
     wave: i32,
     now: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let changes: HashMap<i32, JobChange> = proposal_changes::Entity::find()
+    let changes: HashMap<i32, JobChange> = proposal_changes::Entity::rows()
         .filter(proposal_changes::Column::ProposalId.eq(proposal.id))
         .all(txn)
         .await?
@@ -105,7 +104,7 @@ pub async fn create_jobs<C: ConnectionTrait>(
             )
         })
         .collect();
-    let targets: Vec<(Uuid, JsonText<Vec<i32>>)> = proposal_hosts::Entity::find()
+    let targets: Vec<(Uuid, JsonText<Vec<i32>>)> = proposal_hosts::Entity::rows()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .column(proposal_hosts::Column::Changes)
@@ -127,15 +126,13 @@ pub async fn create_jobs<C: ConnectionTrait>(
     // The agent's permissions are a ceiling: a job never asks for a reboot the host's own
     // configuration does not permit (an agent too old to report permissions is asked as is;
     // permissions that cannot be read permit no reboot).
-    let wave_hosts = sea_orm::sea_query::Query::select()
-        .column(proposal_hosts::Column::HostId)
-        .from(proposal_hosts::Entity)
+    let wave_hosts = proposal_hosts::Entity::column_of(proposal_hosts::Column::HostId)
         .and_where(proposal_hosts::Column::ProposalId.eq(proposal.id))
         .and_where(proposal_hosts::Column::Wave.eq(wave))
         .to_owned();
     /// A host's agent permissions and when it was decommissioned.
     type Facts = (Uuid, Option<JsonText<Vec<String>>>, Option<DateTime<Utc>>);
-    let facts: Vec<Facts> = hosts::Entity::find()
+    let facts: Vec<Facts> = AllOrgs::rows::<hosts::Entity>()
         .select_only()
         .column(hosts::Column::Id)
         .column(hosts::Column::AgentPermissions)

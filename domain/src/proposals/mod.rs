@@ -16,11 +16,12 @@ pub mod rollout;
 pub mod settle;
 
 use chrono::{DateTime, Utc};
+use entities::scope::AllOrgs;
 use entities::{audit_events, json::JsonText, organizations, proposals};
 use platform::ids::ProposalId;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
-    Set, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QuerySelect, Set,
+    sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -47,7 +48,7 @@ pub fn outstanding(proposal: &proposals::Model) -> i64 {
 /// Hands out the organization's next proposal number. The counter row stays locked until the
 /// transaction ends, so numbers are gap-free (a rollback returns the number) and never reused.
 pub async fn next_number<C: ConnectionTrait>(txn: &C, org_id: Uuid) -> Result<i64, DbErr> {
-    organizations::Entity::update_many()
+    AllOrgs::update_rows::<organizations::Entity>()
         .col_expr(
             organizations::Column::ProposalSeq,
             sea_orm::sea_query::ExprTrait::add(Expr::col(organizations::Column::ProposalSeq), 1),
@@ -55,7 +56,7 @@ pub async fn next_number<C: ConnectionTrait>(txn: &C, org_id: Uuid) -> Result<i6
         .filter(organizations::Column::Id.eq(org_id))
         .exec(txn)
         .await?;
-    let seq: Option<i64> = organizations::Entity::find_by_id(org_id)
+    let seq: Option<i64> = AllOrgs::row::<organizations::Entity>(org_id)
         .select_only()
         .column(organizations::Column::ProposalSeq)
         .into_tuple()
@@ -277,7 +278,7 @@ pub async fn reopen<C: ConnectionTrait>(
     proposal: &proposals::Model,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let moved = proposals::Entity::update_many()
+    let moved = AllOrgs::update_rows::<proposals::Entity>()
         .col_expr(proposals::Column::Status, Expr::value(ProposalStatus::Open))
         .col_expr(
             proposals::Column::SnoozedUntil,
@@ -312,7 +313,7 @@ async fn move_if<C: ConnectionTrait>(
     to: ProposalStatus,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    Ok(proposals::Entity::update_many()
+    Ok(AllOrgs::update_rows::<proposals::Entity>()
         .col_expr(proposals::Column::Status, Expr::value(to))
         .col_expr(proposals::Column::UpdatedAt, Expr::value(now))
         .filter(proposals::Column::Id.eq(id))

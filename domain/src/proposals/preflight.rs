@@ -4,13 +4,12 @@
 //! old to report its permissions is not refused. What cannot be read (its permissions, the
 //! packages it holds, its change list) fails the host, named.
 
+use entities::scope::{AllOrgs, Untenanted};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
 use entities::{hosts, json::JsonText, proposal_changes, proposal_hosts, proposals};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 use super::host_jobs::hosts_of;
@@ -76,7 +75,7 @@ pub async fn preflight<C: ConnectionTrait>(
         Option<JsonText<Vec<String>>>,
         JsonText<Vec<String>>,
     );
-    let rows: Vec<Row> = hosts::Entity::find()
+    let rows: Vec<Row> = AllOrgs::rows::<hosts::Entity>()
         .select_only()
         .columns([
             hosts::Column::Id,
@@ -113,7 +112,7 @@ pub async fn preflight<C: ConnectionTrait>(
     if holding.is_empty() {
         return Ok(problems);
     }
-    let packages_at: HashMap<i32, String> = proposal_changes::Entity::find()
+    let packages_at: HashMap<i32, String> = proposal_changes::Entity::rows()
         .select_only()
         .column(proposal_changes::Column::Position)
         .column(proposal_changes::Column::Package)
@@ -124,7 +123,7 @@ pub async fn preflight<C: ConnectionTrait>(
         .into_iter()
         .collect();
     for chunk in holding.chunks(CHUNK) {
-        let changes: HashMap<Uuid, JsonText<Vec<i32>>> = proposal_hosts::Entity::find()
+        let changes: HashMap<Uuid, JsonText<Vec<i32>>> = proposal_hosts::Entity::rows()
             .select_only()
             .column(proposal_hosts::Column::HostId)
             .column(proposal_hosts::Column::Changes)

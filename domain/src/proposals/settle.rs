@@ -4,13 +4,12 @@
 //! succeeded. Hosts that left the proposal (their jobs `cancelled`) count neither way; when
 //! every host left, nothing was left to do: `closed`.
 
+use entities::scope::AllOrgs;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use entities::{host_jobs, proposals};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QuerySelect, sea_query::Expr};
 use uuid::Uuid;
 
 use super::record;
@@ -55,7 +54,7 @@ pub async fn settle<C: ConnectionTrait>(
     proposal_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let jobs: Vec<(Uuid, HostJobStatus)> = host_jobs::Entity::find()
+    let jobs: Vec<(Uuid, HostJobStatus)> = AllOrgs::rows::<host_jobs::Entity>()
         .select_only()
         .column(host_jobs::Column::HostId)
         .column(host_jobs::Column::Status)
@@ -76,10 +75,13 @@ pub async fn settle<C: ConnectionTrait>(
         }
     }
     let succeeded = hosts.values().filter(|ok| **ok).count();
-    let Some(proposal) = proposals::Entity::find_by_id(proposal_id).one(txn).await? else {
+    let Some(proposal) = AllOrgs::row::<proposals::Entity>(proposal_id)
+        .one(txn)
+        .await?
+    else {
         return Ok(());
     };
-    let moved = proposals::Entity::update_many()
+    let moved = AllOrgs::update_rows::<proposals::Entity>()
         .col_expr(proposals::Column::Status, Expr::value(status.clone()))
         .col_expr(proposals::Column::ClosedAt, Expr::value(Some(now)))
         .col_expr(proposals::Column::UpdatedAt, Expr::value(now))

@@ -50,6 +50,10 @@
 //! target/release/bench-proposals --impact-org --rounds 0 --skip-e2e --skip-lists --http-rounds 6
 //! ```
 
+// Test code seeds and inspects the database directly, across organizations and by hand-written
+// SQL: the row layer guards the service, not its tests.
+#![allow(clippy::disallowed_methods)]
+
 use std::{
     collections::{BTreeMap, HashMap},
     io::Write,
@@ -915,7 +919,8 @@ async fn feed_change(db: &Database, fleet: &mut Fleet, args: &Args) -> anyhow::R
         .filter(|k| k % 10 == slice)
         .map(package)
         .collect();
-    hosts::Entity::update_many()
+    entities::scope::OrgScope::of(fleet.org_id)
+        .update_rows::<hosts::Entity>()
         .col_expr(
             hosts::Column::UpdatesSeq,
             sea_orm::ExprTrait::add(sea_orm::sea_query::Expr::col(hosts::Column::UpdatesSeq), 1),
@@ -930,7 +935,6 @@ async fn feed_change(db: &Database, fleet: &mut Fleet, args: &Args) -> anyhow::R
                     .to_owned(),
             ),
         )
-        .filter(hosts::Column::OrgId.eq(fleet.org_id))
         .exec(&txn)
         .await?;
     txn.commit().await?;
@@ -939,11 +943,7 @@ async fn feed_change(db: &Database, fleet: &mut Fleet, args: &Args) -> anyhow::R
 
 /// `SELECT id FROM hosts WHERE org_id = …`.
 fn org_hosts(org_id: Uuid) -> sea_orm::sea_query::SelectStatement {
-    sea_orm::sea_query::Query::select()
-        .column(hosts::Column::Id)
-        .from(hosts::Entity)
-        .and_where(hosts::Column::OrgId.eq(org_id))
-        .to_owned()
+    entities::scope::OrgScope::of(org_id).column_of::<hosts::Entity>(hosts::Column::Id)
 }
 
 /// Every policy has one open proposal that carries the current versions; the security one has
@@ -1432,8 +1432,8 @@ async fn http(
         .filter(proposal_changes::Column::ProposalId.eq(security.id))
         .count(&db.orm)
         .await?;
-    let total_proposals = proposals::Entity::find()
-        .filter(proposals::Column::OrgId.eq(fleet.org_id))
+    let total_proposals = entities::scope::OrgScope::of(fleet.org_id)
+        .rows::<proposals::Entity>()
         .count(&db.orm)
         .await?;
     let prp = platform::ids::ProposalId::from(security.id).to_string();

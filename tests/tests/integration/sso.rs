@@ -1083,8 +1083,8 @@ async fn an_unverified_address_or_one_outside_the_claimed_domains_is_refused() {
         .await
         .expect("query")
         .expect("acme");
-    let members = memberships::Entity::find()
-        .filter(memberships::Column::OrgId.eq(acme.id))
+    let members = entities::scope::OrgScope::of(acme.id)
+        .rows::<memberships::Entity>()
         .count(&sso.app.state.db.orm)
         .await
         .expect("count");

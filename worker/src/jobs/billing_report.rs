@@ -13,6 +13,7 @@
 use apalis::prelude::{AbortError, BoxDynError, Data};
 use chrono::{Duration, NaiveDate};
 use domain::billing::{Plan, is_live};
+use entities::scope::{AllOrgs, OrgScope};
 use entities::{host_days, subscriptions, usage_days};
 use platform::{
     ids::OrgId,
@@ -59,15 +60,15 @@ pub async fn run(job: BillingReport, deps: Data<Deps>) -> Result<(), BoxDynError
 async fn queue_organizations(deps: &Deps, day: NaiveDate) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
     let queue = Queue::new(&deps.db);
-    let paying = subscriptions::Entity::find()
+    let paying = AllOrgs::rows::<subscriptions::Entity>()
         .filter(subscriptions::Column::CustomerId.is_not_null())
         .all(db)
         .await?;
     let mut queued = 0usize;
     for row in paying.into_iter().filter(|r| is_live(r.status.as_deref())) {
         let since = (day - Duration::days(CATCH_UP_DAYS)).max(row.billable_from.unwrap_or(day));
-        let unreported: Vec<NaiveDate> = usage_days::Entity::find()
-            .filter(usage_days::Column::OrgId.eq(row.org_id))
+        let unreported: Vec<NaiveDate> = OrgScope::of(row.org_id)
+            .rows::<usage_days::Entity>()
             .filter(usage_days::Column::Reported.eq(false))
             .filter(usage_days::Column::Day.gte(since))
             .filter(usage_days::Column::Day.lt(day))
@@ -121,7 +122,10 @@ pub async fn report_day(
     org_id: Uuid,
     day: NaiveDate,
 ) -> Result<Outcome, Failure> {
-    let Some(row) = subscriptions::Entity::find_by_id(org_id).one(db).await? else {
+    let Some(row) = AllOrgs::row::<subscriptions::Entity>(org_id)
+        .one(db)
+        .await?
+    else {
         return Ok(Outcome::Nothing);
     };
     let (Some(customer), true) = (row.customer_id.as_deref(), is_live(row.status.as_deref()))
@@ -133,14 +137,14 @@ pub async fn report_day(
     {
         return Ok(Outcome::Nothing);
     }
-    let existing = usage_days::Entity::find_by_id((org_id, day))
+    let existing = AllOrgs::row::<usage_days::Entity>((org_id, day))
         .one(db)
         .await?;
     if existing.as_ref().is_some_and(|u| u.reported) {
         return Ok(Outcome::AlreadyReported);
     }
-    let active = host_days::Entity::find()
-        .filter(host_days::Column::OrgId.eq(org_id))
+    let active = OrgScope::of(org_id)
+        .rows::<host_days::Entity>()
         .filter(host_days::Column::Day.eq(day))
         .count(db)
         .await?;
@@ -173,9 +177,9 @@ pub async fn report_day(
         timestamp: noon,
     })
     .await?;
-    usage_days::Entity::update_many()
+    OrgScope::of(org_id)
+        .update_rows::<usage_days::Entity>()
         .col_expr(usage_days::Column::Reported, Expr::value(true))
-        .filter(usage_days::Column::OrgId.eq(org_id))
         .filter(usage_days::Column::Day.eq(day))
         .exec(db)
         .await?;

@@ -8,6 +8,7 @@
 //! with the same `webhook-id`, so delivery is at least once and receivers can deduplicate.
 //! A receiver's failure is never the job's failure: only the database failing retries the job.
 
+use entities::scope::AllOrgs;
 use std::time::Instant;
 
 use apalis::prelude::{BoxDynError, Data};
@@ -30,7 +31,7 @@ use platform::{
     outbound::read_limited,
 };
 use reqwest::Method;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
 use serde_json::Value;
 use url::Url;
 
@@ -49,7 +50,7 @@ struct Attempted {
 
 pub async fn run(job: DeliverNotification, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
-    let Some(delivery) = notification_deliveries::Entity::find_by_id(job.delivery_id)
+    let Some(delivery) = AllOrgs::row::<notification_deliveries::Entity>(job.delivery_id)
         .one(db)
         .await?
     else {
@@ -61,10 +62,10 @@ pub async fn run(job: DeliverNotification, deps: Data<Deps>) -> Result<(), BoxDy
         return Ok(());
     }
     let (Some(channel), Some(event)) = (
-        notification_channels::Entity::find_by_id(delivery.channel_id)
+        AllOrgs::row::<notification_channels::Entity>(delivery.channel_id)
             .one(db)
             .await?,
-        notification_events::Entity::find_by_id(delivery.event_id)
+        AllOrgs::row::<notification_events::Entity>(delivery.event_id)
             .one(db)
             .await?,
     ) else {
@@ -255,7 +256,7 @@ async fn skip(
     reason: &str,
 ) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
-    notification_deliveries::Entity::update_many()
+    AllOrgs::update_rows::<notification_deliveries::Entity>()
         .col_expr(
             notification_deliveries::Column::Status,
             Expr::value(DeliveryStatus::Skipped),
@@ -320,7 +321,7 @@ async fn record(
         ),
     };
     let txn = deps.db.begin_write().await?;
-    let moved = notification_deliveries::Entity::update_many()
+    let moved = AllOrgs::update_rows::<notification_deliveries::Entity>()
         .col_expr(
             notification_deliveries::Column::Attempts,
             Expr::value(attempts),

@@ -5,6 +5,7 @@
 //! key `digest-mail:{org}:{account}:{period}` and the period is recorded as sent, so a second
 //! run (a retry, a second scheduler, a restart) never sends a second digest for it.
 
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::HashMap;
 
 use apalis::prelude::{BoxDynError, Data};
@@ -21,8 +22,8 @@ use entities::{
 };
 use platform::jobs::{Queue, SendDigest};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, sea_query::Expr,
+    ColumnTrait, Condition, ConnectionTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -34,7 +35,7 @@ const LISTED: u64 = 20;
 pub async fn run(job: SendDigest, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
     let now = deps.clock.now();
-    let Some(setting) = digest_settings::Entity::find_by_id((job.org_id, job.account_id))
+    let Some(setting) = AllOrgs::row::<digest_settings::Entity>((job.org_id, job.account_id))
         .one(db)
         .await?
     else {
@@ -47,11 +48,11 @@ pub async fn run(job: SendDigest, deps: Data<Deps>) -> Result<(), BoxDynError> {
         return Ok(());
     }
     let (Some(member), Some(account), Some(org)) = (
-        memberships::Entity::find_by_id((job.org_id, job.account_id))
+        AllOrgs::row::<memberships::Entity>((job.org_id, job.account_id))
             .one(db)
             .await?,
-        accounts::Entity::find_by_id(job.account_id).one(db).await?,
-        organizations::Entity::find_by_id(job.org_id)
+        accounts::Entity::row(job.account_id).one(db).await?,
+        AllOrgs::row::<organizations::Entity>(job.org_id)
             .one(db)
             .await?,
     ) else {
@@ -79,13 +80,13 @@ pub async fn run(job: SendDigest, deps: Data<Deps>) -> Result<(), BoxDynError> {
             )
             .await?;
     }
-    digest_settings::Entity::update_many()
+    OrgScope::of(job.org_id)
+        .update_rows::<digest_settings::Entity>()
         .col_expr(
             digest_settings::Column::LastSentKey,
             Expr::value(Some(job.key.clone())),
         )
         .col_expr(digest_settings::Column::LastSentAt, Expr::value(Some(now)))
-        .filter(digest_settings::Column::OrgId.eq(job.org_id))
         .filter(digest_settings::Column::AccountId.eq(job.account_id))
         .filter(
             Condition::any()
@@ -125,7 +126,7 @@ async fn warnings_of<C: ConnectionTrait>(
     if undecided.is_empty() {
         return Ok(HashMap::new());
     }
-    Ok(proposal_impacts::Entity::find()
+    Ok(proposal_impacts::Entity::rows()
         .filter(proposal_impacts::Column::ProposalId.is_in(undecided))
         .all(db)
         .await?
@@ -145,16 +146,15 @@ async fn content<C: ConnectionTrait>(
     since: DateTime<Utc>,
 ) -> Result<DigestContent, BoxDynError> {
     let base = &deps.config.base_url;
-    let in_org = proposals::Entity::find().filter(proposals::Column::OrgId.eq(org.id));
+    let in_org = OrgScope::of(org.id).rows::<proposals::Entity>();
     // A viewer cannot approve: nothing awaits them.
     let (awaiting, awaiting_total) = if member.role.parse() == Ok(Role::Viewer) {
         (Vec::new(), 0)
     } else {
-        let approved_by_member = sea_orm::sea_query::Query::select()
-            .column(proposal_decisions::Column::ProposalId)
-            .from(proposal_decisions::Entity)
-            .and_where(proposal_decisions::Column::ApprovalOf.eq(member.account_id))
-            .to_owned();
+        let approved_by_member =
+            proposal_decisions::Entity::column_of(proposal_decisions::Column::ProposalId)
+                .and_where(proposal_decisions::Column::ApprovalOf.eq(member.account_id))
+                .to_owned();
         let query = in_org
             .clone()
             .filter(proposals::Column::Status.eq(ProposalStatus::Open))
@@ -192,18 +192,18 @@ async fn content<C: ConnectionTrait>(
         .all(db)
         .await?;
     let failed_total = failed_query.count(db).await?;
-    let went_offline: Vec<Uuid> = host_events::Entity::find()
+    let went_offline: Vec<Uuid> = OrgScope::of(org.id)
+        .rows::<host_events::Entity>()
         .select_only()
         .column(host_events::Column::HostId)
         .distinct()
-        .filter(host_events::Column::OrgId.eq(org.id))
         .filter(host_events::Column::Kind.eq(domain::HostEventKind::WentOffline))
         .filter(host_events::Column::CreatedAt.gt(since))
         .into_tuple()
         .all(db)
         .await?;
-    let offline_query = hosts::Entity::find()
-        .filter(hosts::Column::OrgId.eq(org.id))
+    let offline_query = OrgScope::of(org.id)
+        .rows::<hosts::Entity>()
         .filter(hosts::Column::Id.is_in(went_offline))
         .filter(hosts::Column::Status.eq(domain::HostStatus::Offline));
     let offline = offline_query

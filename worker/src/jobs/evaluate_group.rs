@@ -6,6 +6,7 @@
 //! labels cannot be read is picked by no selector, not even a negative one (`env!=staging`);
 //! each is logged.
 
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::BTreeSet;
 
 use apalis::prelude::{BoxDynError, Data};
@@ -28,7 +29,7 @@ pub const LABEL: &str = "label";
 
 pub async fn run(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
-    let Some(group) = groups::Entity::find_by_id(job.group_id).one(db).await? else {
+    let Some(group) = AllOrgs::row::<groups::Entity>(job.group_id).one(db).await? else {
         return Ok(());
     };
     let selector = group.selector.as_deref().and_then(|s| {
@@ -43,7 +44,7 @@ pub async fn run(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError
             .ok()
     });
     let txn = deps.db.begin_write().await?;
-    let current: BTreeSet<Uuid> = group_hosts::Entity::find()
+    let current: BTreeSet<Uuid> = group_hosts::Entity::rows()
         .filter(group_hosts::Column::GroupId.eq(group.id))
         .filter(group_hosts::Column::Source.eq(LABEL))
         .all(&txn)
@@ -53,11 +54,11 @@ pub async fn run(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError
         .collect();
     let mut wanted = BTreeSet::new();
     if let Some(selector) = selector {
-        let candidates: Vec<(Uuid, JsonText<Labels>)> = hosts::Entity::find()
+        let candidates: Vec<(Uuid, JsonText<Labels>)> = OrgScope::of(group.org_id)
+            .rows::<hosts::Entity>()
             .select_only()
             .column(hosts::Column::Id)
             .column(hosts::Column::Labels)
-            .filter(hosts::Column::OrgId.eq(group.org_id))
             .filter(hosts::Column::DecommissionedAt.is_null())
             .into_tuple()
             .all(&txn)
@@ -78,7 +79,7 @@ pub async fn run(job: EvaluateGroup, deps: Data<Deps>) -> Result<(), BoxDynError
     }
     let gone: Vec<Uuid> = current.difference(&wanted).copied().collect();
     for chunk in gone.chunks(500) {
-        group_hosts::Entity::delete_many()
+        group_hosts::Entity::delete_rows()
             .filter(group_hosts::Column::GroupId.eq(group.id))
             .filter(group_hosts::Column::Source.eq(LABEL))
             .filter(group_hosts::Column::HostId.is_in(chunk.to_vec()))

@@ -7,6 +7,7 @@
 //! one whose selector is negative, `env!=staging`), and a group whose stored selector does
 //! not parse picks no host; the first is logged here, the second by `group.evaluate`.
 
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::BTreeSet;
 
 use apalis::prelude::{BoxDynError, Data};
@@ -34,7 +35,7 @@ fn labels_of(host: &hosts::Model) -> Option<Labels> {
 
 pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
-    let Some(host) = hosts::Entity::find_by_id(job.host_id).one(db).await? else {
+    let Some(host) = AllOrgs::row::<hosts::Entity>(job.host_id).one(db).await? else {
         return Ok(()); // Gone: nothing to evaluate.
     };
     let labels = labels_of(&host);
@@ -50,7 +51,7 @@ pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError>
     let txn = deps.db.begin_write().await?;
     let outcome = evaluate(&txn, &host, labels.as_ref()).await?;
     apply(&txn, host.id, &outcome.current, &outcome.wanted).await?;
-    hosts::Entity::update_many()
+    AllOrgs::update_rows::<hosts::Entity>()
         .col_expr(hosts::Column::UpdatesTotal, Expr::value(outcome.total))
         .col_expr(
             hosts::Column::UpdatesSecurity,
@@ -103,12 +104,12 @@ async fn evaluate<C: sea_orm::ConnectionTrait>(
     labels: Option<&Labels>,
 ) -> Result<Outcome, sea_orm::DbErr> {
     let live = host.decommissioned_at.is_none();
-    let org_groups = groups::Entity::find()
-        .filter(groups::Column::OrgId.eq(host.org_id))
+    let org_groups = OrgScope::of(host.org_id)
+        .rows::<groups::Entity>()
         .filter(groups::Column::Selector.is_not_null())
         .all(db)
         .await?;
-    let current: BTreeSet<Uuid> = group_hosts::Entity::find()
+    let current: BTreeSet<Uuid> = group_hosts::Entity::rows()
         .filter(group_hosts::Column::HostId.eq(host.id))
         .filter(group_hosts::Column::Source.eq(LABEL))
         .all(db)
@@ -131,7 +132,7 @@ async fn evaluate<C: sea_orm::ConnectionTrait>(
         .collect();
 
     // Update counts and advisory coverage from the reported updates.
-    let updates: Vec<(bool, bool)> = host_updates::Entity::find()
+    let updates: Vec<(bool, bool)> = host_updates::Entity::rows()
         .select_only()
         .column(host_updates::Column::Security)
         .column(host_updates::Column::RequiresReboot)
@@ -193,7 +194,7 @@ async fn apply(
 ) -> Result<(), sea_orm::DbErr> {
     let gone: Vec<Uuid> = current.difference(wanted).copied().collect();
     if !gone.is_empty() {
-        group_hosts::Entity::delete_many()
+        group_hosts::Entity::delete_rows()
             .filter(group_hosts::Column::HostId.eq(host_id))
             .filter(group_hosts::Column::Source.eq(LABEL))
             .filter(group_hosts::Column::GroupId.is_in(gone))

@@ -6,6 +6,7 @@
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
 use domain::HostStatus;
+use entities::scope::{AllOrgs, Untenanted};
 use entities::{host_events, hosts, json::JsonText};
 use platform::jobs::FleetUpkeep;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set, sea_query::Expr};
@@ -20,7 +21,7 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
     let now = deps.clock.now();
     let db = &deps.db.orm;
     requeue_stale_policies(&deps, now).await?;
-    entities::agent_nonces::Entity::delete_many()
+    entities::agent_nonces::Entity::delete_rows()
         .filter(
             entities::agent_nonces::Column::SeenAt
                 .lt(now - chrono::Duration::seconds(platform::jobs::NONCE_TTL_S)),
@@ -30,7 +31,7 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
     // Every host that is online but silent beyond three of its intervals. Intervals are per
     // host; the default one bounds the query and each row is checked exactly.
     let candidates: Vec<(Uuid, Uuid, Option<chrono::DateTime<chrono::Utc>>, i32)> =
-        hosts::Entity::find()
+        AllOrgs::rows::<hosts::Entity>()
             .select_only()
             .column(hosts::Column::Id)
             .column(hosts::Column::OrgId)
@@ -48,7 +49,7 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
             continue;
         }
         let txn = deps.db.begin_write().await?;
-        let changed = hosts::Entity::update_many()
+        let changed = AllOrgs::update_rows::<hosts::Entity>()
             .col_expr(hosts::Column::Status, Expr::value(HostStatus::Offline))
             .filter(hosts::Column::Id.eq(id))
             .filter(hosts::Column::Status.eq(HostStatus::Online))
@@ -68,7 +69,7 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
             })
             .exec(&txn)
             .await?;
-            if let Some(host) = hosts::Entity::find_by_id(id).one(&txn).await? {
+            if let Some(host) = AllOrgs::row::<hosts::Entity>(id).one(&txn).await? {
                 domain::notifications::outbox::host(
                     &txn,
                     &host,
@@ -113,7 +114,7 @@ async fn requeue_stale_policies(
     deps: &Deps,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), BoxDynError> {
-    let stale: Vec<Uuid> = entities::policy_dirty::Entity::find()
+    let stale: Vec<Uuid> = entities::policy_dirty::Entity::rows()
         .select_only()
         .column(entities::policy_dirty::Column::PolicyId)
         .filter(entities::policy_dirty::Column::Since.lt(now - chrono::Duration::minutes(1)))

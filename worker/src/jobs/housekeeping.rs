@@ -28,6 +28,9 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
     let finished_before = now - KEEP_FINISHED;
     let seen_before = now - FORGET_WORKERS;
     let idle_before_ms = (now - FORGET_IDLE_BUCKETS).timestamp_millis();
+    // The job queue's tables and the rate limiter's own: infrastructure, no tenant rows, and
+    // not entities (the queue's schema is apalis's), so trimmed by hand-written SQL.
+    #[allow(clippy::disallowed_methods)]
     let (jobs, workers, buckets) = match deps.db.queue_pool() {
         Pool::Postgres(pool) => {
             let jobs = sqlx::query(
@@ -80,8 +83,9 @@ pub async fn run(job: Housekeeping, deps: Data<Deps>) -> Result<(), BoxDynError>
     };
     let payment_events = {
         use entities::payment_events::{Column, Entity};
-        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-        Entity::delete_many()
+        use entities::scope::Untenanted;
+        use sea_orm::{ColumnTrait, QueryFilter};
+        Entity::delete_rows()
             .filter(Column::ReceivedAt.lt(now - FORGET_PAYMENT_EVENTS))
             .exec(&deps.db.orm)
             .await?

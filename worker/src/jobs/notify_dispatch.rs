@@ -6,6 +6,7 @@
 //! in the claim's transaction. Then every delivery due for an attempt without a job gets one,
 //! keyed by delivery and attempt, so a repeat queues nothing twice.
 
+use entities::scope::{AllOrgs, OrgScope};
 use std::collections::{HashMap, hash_map::Entry};
 
 use apalis::prelude::{BoxDynError, Data};
@@ -54,7 +55,7 @@ pub async fn run(_job: NotifyDispatch, deps: Data<Deps>) -> Result<(), BoxDynErr
 /// transactions are serial, and the read inside one sees every earlier claim.
 async fn dispatch_batch(deps: &Deps, now: DateTime<Utc>) -> Result<u64, BoxDynError> {
     let txn = deps.db.begin_write().await?;
-    let mut waiting = notification_events::Entity::find()
+    let mut waiting = AllOrgs::rows::<notification_events::Entity>()
         .filter(notification_events::Column::DispatchedAt.is_null())
         .order_by_asc(notification_events::Column::Id)
         .limit(EVENTS_BATCH);
@@ -66,7 +67,7 @@ async fn dispatch_batch(deps: &Deps, now: DateTime<Utc>) -> Result<u64, BoxDynEr
         return Ok(0);
     }
     let claimed = waiting.len() as u64;
-    notification_events::Entity::update_many()
+    AllOrgs::update_rows::<notification_events::Entity>()
         .col_expr(notification_events::Column::DispatchedAt, Expr::value(now))
         .filter(notification_events::Column::Id.is_in(waiting.iter().map(|e| e.id)))
         .exec(&txn)
@@ -82,8 +83,8 @@ async fn dispatch_batch(deps: &Deps, now: DateTime<Utc>) -> Result<u64, BoxDynEr
         let org_channels = match channels.entry(event.org_id) {
             Entry::Occupied(known) => known.into_mut(),
             Entry::Vacant(slot) => slot.insert(
-                notification_channels::Entity::find()
-                    .filter(notification_channels::Column::OrgId.eq(event.org_id))
+                OrgScope::of(event.org_id)
+                    .rows::<notification_channels::Entity>()
                     .all(&txn)
                     .await?,
             ),
@@ -121,7 +122,7 @@ async fn dispatch_batch(deps: &Deps, now: DateTime<Utc>) -> Result<u64, BoxDynEr
 /// After a job's change that may have written an event: queues a dispatch when one waits.
 /// A failure is logged; the scheduler dispatches waiting events anyway.
 pub async fn kick(deps: &Deps) {
-    let waiting = notification_events::Entity::find()
+    let waiting = AllOrgs::rows::<notification_events::Entity>()
         .filter(notification_events::Column::DispatchedAt.is_null())
         .one(&deps.db.orm)
         .await;
@@ -135,7 +136,7 @@ pub async fn kick(deps: &Deps) {
 /// Queues a `notify.deliver` job for every pending delivery whose attempt is due and has no
 /// job yet, then notes the attempt each job is for.
 pub async fn queue_due(deps: &Deps, now: DateTime<Utc>) -> Result<usize, BoxDynError> {
-    let due: Vec<(Uuid, i32, Option<i32>)> = notification_deliveries::Entity::find()
+    let due: Vec<(Uuid, i32, Option<i32>)> = AllOrgs::rows::<notification_deliveries::Entity>()
         .select_only()
         .column(notification_deliveries::Column::Id)
         .column(notification_deliveries::Column::Attempts)
@@ -178,7 +179,7 @@ pub async fn queue_due(deps: &Deps, now: DateTime<Utc>) -> Result<usize, BoxDynE
     // for its next one.
     for (attempt, ids) in by_attempt {
         for chunk in ids.chunks(INSERT_CHUNK) {
-            notification_deliveries::Entity::update_many()
+            AllOrgs::update_rows::<notification_deliveries::Entity>()
                 .col_expr(
                     notification_deliveries::Column::QueuedAttempt,
                     Expr::value(attempt),

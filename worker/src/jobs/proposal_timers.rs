@@ -10,8 +10,9 @@ use domain::{
     proposals::{open_window, reopen, rollout},
 };
 use entities::proposals;
+use entities::scope::AllOrgs;
 use platform::jobs::ProposalTimers;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
 
 use crate::Deps;
 
@@ -20,7 +21,7 @@ const BATCH: u64 = 1000;
 
 pub async fn run(_job: ProposalTimers, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let now = deps.clock.now();
-    let due_windows = proposals::Entity::find()
+    let due_windows = AllOrgs::rows::<proposals::Entity>()
         .filter(proposals::Column::Status.eq(ProposalStatus::Scheduled))
         .filter(proposals::Column::ScheduledFor.lte(now))
         .limit(BATCH)
@@ -31,7 +32,7 @@ pub async fn run(_job: ProposalTimers, deps: Data<Deps>) -> Result<(), BoxDynErr
         open_window(&txn, &proposal, now).await?;
         txn.commit().await?;
     }
-    let due_snoozes = proposals::Entity::find()
+    let due_snoozes = AllOrgs::rows::<proposals::Entity>()
         .filter(proposals::Column::Status.eq(ProposalStatus::Snoozed))
         .filter(proposals::Column::SnoozedUntil.lte(now))
         .limit(BATCH)

@@ -2,6 +2,7 @@
 //! hosts per organization. Idempotent: running it again rewrites the same numbers.
 
 use apalis::prelude::{BoxDynError, Data};
+use entities::scope::{AllOrgs, OrgScope};
 use entities::{host_days, usage_days};
 use platform::jobs::RollupUsage;
 use sea_orm::{
@@ -13,7 +14,7 @@ use crate::Deps;
 
 pub async fn run(job: RollupUsage, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
-    let orgs: Vec<Uuid> = host_days::Entity::find()
+    let orgs: Vec<Uuid> = AllOrgs::rows::<host_days::Entity>()
         .select_only()
         .column(host_days::Column::OrgId)
         .filter(host_days::Column::Day.eq(job.day))
@@ -22,8 +23,8 @@ pub async fn run(job: RollupUsage, deps: Data<Deps>) -> Result<(), BoxDynError> 
         .all(db)
         .await?;
     for org_id in orgs {
-        let active = host_days::Entity::find()
-            .filter(host_days::Column::OrgId.eq(org_id))
+        let active = OrgScope::of(org_id)
+            .rows::<host_days::Entity>()
             .filter(host_days::Column::Day.eq(job.day))
             .count(db)
             .await?;

@@ -5,6 +5,7 @@
 //! one of a failed attempt never reached anybody); a refused address aborts at once.
 
 use domain::notifications::emails;
+use entities::scope::{AllOrgs, Untenanted};
 
 use crate::{Deps, mailer::DeliveryError};
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data};
@@ -15,7 +16,7 @@ use entities::{
     organizations,
 };
 use platform::jobs::SendLink;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::Expr};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
 
 /// One-time email tokens (sign-in, sign-up) expire after this long.
 pub const EMAIL_TOKEN_TTL: Duration = Duration::minutes(15);
@@ -52,7 +53,7 @@ async fn compose(
     let base = &deps.config.base_url;
     match job {
         SendLink::SignIn { email } => {
-            let known = accounts::Entity::find()
+            let known = accounts::Entity::rows()
                 .filter(accounts::Column::Email.eq(email.as_str()))
                 .one(db)
                 .await?
@@ -84,7 +85,7 @@ async fn compose(
             )))
         }
         SendLink::Invitation { invitation_id } => {
-            let Some(invitation) = invitations::Entity::find_by_id(*invitation_id)
+            let Some(invitation) = AllOrgs::row::<invitations::Entity>(*invitation_id)
                 .one(db)
                 .await?
             else {
@@ -97,20 +98,20 @@ async fn compose(
                 tracing::debug!("invitation no longer pending; no email");
                 return Ok(None);
             }
-            let org = organizations::Entity::find_by_id(invitation.org_id)
+            let org = AllOrgs::row::<organizations::Entity>(invitation.org_id)
                 .one(db)
                 .await?
                 .ok_or_else(|| {
                     AbortError::new(DeliveryError::Permanent("the organization is gone".into()))
                 })?;
-            let inviter = accounts::Entity::find_by_id(invitation.invited_by)
+            let inviter = accounts::Entity::row(invitation.invited_by)
                 .one(db)
                 .await?
                 .map(|a| a.name.unwrap_or(a.email))
                 .unwrap_or_else(|| "An administrator".to_owned());
             let token = platform::secrets::mint("");
             // Only a still-pending invitation takes the new token.
-            let updated = invitations::Entity::update_many()
+            let updated = AllOrgs::update_rows::<invitations::Entity>()
                 .col_expr(invitations::Column::TokenHash, Expr::value(token.hash))
                 .filter(invitations::Column::Id.eq(invitation.id))
                 .filter(invitations::Column::AcceptedAt.is_null())

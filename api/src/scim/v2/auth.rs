@@ -19,10 +19,10 @@ use super::wire::ScimError;
 use crate::{
     AppState,
     http::access::limit_org_for,
-    http::scope::{Credential, OrgScope},
     identity::roles::Role,
     scim::token::{SCIM_TOKEN_PREFIX, check_plan},
 };
+use entities::scope::{Credential, OrgScope};
 
 /// `last_used_at` is written at most this often.
 const TOUCH_EVERY: Duration = Duration::seconds(60);

@@ -24,7 +24,8 @@ use super::{
     users::{Paging, eq_filter, key_taken, text, user_location},
     wire::ScimError,
 };
-use crate::{AppState, http::scope::OrgScope};
+use crate::AppState;
+use entities::scope::OrgScope;
 
 fn location(state: &AppState, id: Uuid) -> String {
     format!(

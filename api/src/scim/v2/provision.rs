@@ -27,12 +27,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::wire::ScimError;
-use crate::{
-    AppState,
-    http::scope::{OrgScope, Untenanted},
-    identity::audit::Entry,
-    identity::roles::Role,
-};
+use crate::{AppState, identity::audit::Entry, identity::roles::Role};
+use entities::scope::{OrgScope, Untenanted};
 
 /// How groups become roles (the SSO connection's mappings and default), which addresses the
 /// organization controls (its verified domains), on whose authority invitations are sent (the

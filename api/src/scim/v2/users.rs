@@ -25,11 +25,8 @@ use super::{
     },
     wire::ScimError,
 };
-use crate::{
-    AppState,
-    http::input,
-    http::scope::{OrgScope, Tenant, Untenanted},
-};
+use crate::{AppState, http::input};
+use entities::scope::{OrgScope, Tenant, Untenanted};
 
 /// Longest `userName`, `externalId`, `displayName` or name part accepted.
 const MAX_TEXT: usize = 255;

@@ -9,10 +9,9 @@ pub mod rule;
 pub mod store;
 
 use chrono::{DateTime, Utc};
+use entities::scope::AllOrgs;
 use entities::{host_jobs, hosts, json::JsonText};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter, Set};
 use uuid::Uuid;
 
 pub use store::{
@@ -58,7 +57,7 @@ pub async fn after_result<C: ConnectionTrait>(
     }
     // The result is in: the host holds the slot until its next check-in (and no longer than
     // the slot's 30 minutes).
-    hosts::Entity::update_many()
+    AllOrgs::update_rows::<hosts::Entity>()
         .col_expr(
             hosts::Column::RebootSlotJob,
             sea_orm::sea_query::Expr::value(Option::<Uuid>::None),

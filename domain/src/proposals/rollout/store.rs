@@ -7,6 +7,7 @@
 //! the others committed. A promotion is also a compare-and-set on the number of waves begun,
 //! so a wave never begins twice and none is skipped.
 
+use entities::scope::{AllOrgs, Untenanted};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
@@ -17,8 +18,8 @@ use entities::{
 };
 use platform::ids::ProposalId;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -44,7 +45,7 @@ pub async fn lock<C: ConnectionTrait>(
     txn: &C,
     proposal_id: Uuid,
 ) -> Result<Option<proposal_rollouts::Model>, DbErr> {
-    let mut query = proposal_rollouts::Entity::find_by_id(proposal_id);
+    let mut query = AllOrgs::row::<proposal_rollouts::Entity>(proposal_id);
     if txn.get_database_backend() == DatabaseBackend::Postgres {
         query = query.lock_exclusive();
     }
@@ -59,7 +60,7 @@ pub async fn plan<C: ConnectionTrait>(
     proposal: &proposals::Model,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if proposal_rollouts::Entity::find_by_id(proposal.id)
+    if AllOrgs::row::<proposal_rollouts::Entity>(proposal.id)
         .one(txn)
         .await?
         .is_some()
@@ -67,7 +68,7 @@ pub async fn plan<C: ConnectionTrait>(
         return Ok(());
     }
     let rules = Rules::of(spec_of(proposal)?.as_ref());
-    let ids: Vec<Uuid> = proposal_hosts::Entity::find()
+    let ids: Vec<Uuid> = proposal_hosts::Entity::rows()
         .select_only()
         .column(proposal_hosts::Column::HostId)
         .filter(proposal_hosts::Column::ProposalId.eq(proposal.id))
@@ -77,7 +78,7 @@ pub async fn plan<C: ConnectionTrait>(
     let mut labels: HashMap<Uuid, Option<Labels>> = HashMap::new();
     if rules.waves.iter().any(|w| w.selector.is_some()) {
         for chunk in ids.chunks(CHUNK) {
-            let rows: Vec<(Uuid, JsonText<Labels>)> = hosts::Entity::find()
+            let rows: Vec<(Uuid, JsonText<Labels>)> = AllOrgs::rows::<hosts::Entity>()
                 .select_only()
                 .column(hosts::Column::Id)
                 .column(hosts::Column::Labels)
@@ -100,7 +101,7 @@ pub async fn plan<C: ConnectionTrait>(
     for (index, cut) in cuts.iter().enumerate() {
         let index = i32::try_from(index).unwrap_or(i32::MAX);
         for chunk in cut.hosts.chunks(CHUNK) {
-            proposal_hosts::Entity::update_many()
+            proposal_hosts::Entity::update_rows()
                 .col_expr(proposal_hosts::Column::Wave, Expr::value(Some(index)))
                 .filter(proposal_hosts::Column::ProposalId.eq(proposal.id))
                 .filter(proposal_hosts::Column::HostId.is_in(chunk.to_vec()))
@@ -162,7 +163,7 @@ async fn begin_wave<C: ConnectionTrait>(
     row: &proposal_rollouts::Model,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let moved = proposal_rollouts::Entity::update_many()
+    let moved = AllOrgs::update_rows::<proposal_rollouts::Entity>()
         .col_expr(
             proposal_rollouts::Column::Begun,
             Expr::value(row.begun.saturating_add(1)),
@@ -216,7 +217,10 @@ pub async fn advance<C: ConnectionTrait>(
     if lock(txn, proposal_id).await?.is_none() {
         return settle(txn, proposal_id, now).await;
     }
-    let Some(proposal) = proposals::Entity::find_by_id(proposal_id).one(txn).await? else {
+    let Some(proposal) = AllOrgs::row::<proposals::Entity>(proposal_id)
+        .one(txn)
+        .await?
+    else {
         return Ok(());
     };
     advance_locked(txn, &proposal, now).await
@@ -231,7 +235,7 @@ async fn advance_locked<C: ConnectionTrait>(
     let rules = Rules::of(spec_of(proposal)?.as_ref());
     // Each promotion begins one wave; there are never more steps than waves.
     for _ in 0..=rule::MAX_WAVES + 1 {
-        let Some(row) = proposal_rollouts::Entity::find_by_id(proposal.id)
+        let Some(row) = AllOrgs::row::<proposal_rollouts::Entity>(proposal.id)
             .one(txn)
             .await?
         else {
@@ -279,7 +283,7 @@ async fn set_state<C: ConnectionTrait>(
     if row.state == state.as_str() && row.due_at == due_at {
         return Ok(());
     }
-    proposal_rollouts::Entity::update_many()
+    AllOrgs::update_rows::<proposal_rollouts::Entity>()
         .col_expr(proposal_rollouts::Column::State, Expr::value(state))
         .col_expr(proposal_rollouts::Column::DueAt, Expr::value(due_at))
         .col_expr(proposal_rollouts::Column::UpdatedAt, Expr::value(now))
@@ -300,7 +304,7 @@ async fn halt_row<C: ConnectionTrait>(
     actor: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let moved = proposal_rollouts::Entity::update_many()
+    let moved = AllOrgs::update_rows::<proposal_rollouts::Entity>()
         .col_expr(
             proposal_rollouts::Column::State,
             Expr::value(RolloutState::Halted),
@@ -388,7 +392,7 @@ async fn failures<C: ConnectionTrait>(
     txn: &C,
     row: &proposal_rollouts::Model,
 ) -> Result<u64, DbErr> {
-    let failed = host_jobs::Entity::find()
+    let failed = AllOrgs::rows::<host_jobs::Entity>()
         .filter(host_jobs::Column::ProposalId.eq(row.proposal_id))
         .filter(host_jobs::Column::Wave.is_in(0..row.begun.max(1)))
         .filter(host_jobs::Column::Status.eq(HostJobStatus::Failed))
@@ -408,7 +412,7 @@ async fn progress<C: ConnectionTrait>(
     let wave = current_wave(row);
     let wave_i32 = row.begun.saturating_sub(1).max(0);
     let failures = failures(txn, row).await?;
-    let running = host_jobs::Entity::find()
+    let running = AllOrgs::rows::<host_jobs::Entity>()
         .select_only()
         .column(host_jobs::Column::Id)
         .filter(host_jobs::Column::ProposalId.eq(proposal.id))
@@ -446,7 +450,7 @@ async fn progress<C: ConnectionTrait>(
         0
     };
     progress.failed = tally.failed.saturating_sub(forgiven);
-    progress.last_result_at = host_jobs::Entity::find()
+    progress.last_result_at = AllOrgs::rows::<host_jobs::Entity>()
         .select_only()
         .column(host_jobs::Column::FinishedAt)
         .filter(host_jobs::Column::ProposalId.eq(proposal.id))
@@ -484,7 +488,7 @@ pub async fn tallies<C: ConnectionTrait>(
     only: Option<i32>,
     waves: &[PlannedWave],
 ) -> Result<Vec<Tally>, DbErr> {
-    let mut query = host_jobs::Entity::find()
+    let mut query = AllOrgs::rows::<host_jobs::Entity>()
         .select_only()
         .column(host_jobs::Column::Wave)
         .column(host_jobs::Column::Kind)
@@ -613,7 +617,7 @@ pub async fn resume<C: ConnectionTrait>(
     let in_wave = if row.begun == 0 {
         0
     } else {
-        host_jobs::Entity::find()
+        AllOrgs::rows::<host_jobs::Entity>()
             .filter(host_jobs::Column::ProposalId.eq(proposal.id))
             .filter(host_jobs::Column::Wave.eq(wave))
             .filter(host_jobs::Column::Status.eq(HostJobStatus::Failed))
@@ -625,7 +629,7 @@ pub async fn resume<C: ConnectionTrait>(
     } else {
         RolloutState::Running
     };
-    proposal_rollouts::Entity::update_many()
+    AllOrgs::update_rows::<proposal_rollouts::Entity>()
         .col_expr(proposal_rollouts::Column::State, Expr::value(next))
         .col_expr(
             proposal_rollouts::Column::FailuresForgiven,
@@ -667,7 +671,7 @@ async fn reread<C: ConnectionTrait>(
     txn: &C,
     proposal_id: Uuid,
 ) -> Result<proposal_rollouts::Model, RolloutError> {
-    proposal_rollouts::Entity::find_by_id(proposal_id)
+    AllOrgs::row::<proposal_rollouts::Entity>(proposal_id)
         .one(txn)
         .await?
         .ok_or_else(|| DbErr::RecordNotFound("proposal rollout".into()).into())
@@ -682,7 +686,7 @@ pub async fn host_left<C: ConnectionTrait>(
     why: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let proposals: Vec<Option<Uuid>> = host_jobs::Entity::find()
+    let proposals: Vec<Option<Uuid>> = AllOrgs::rows::<host_jobs::Entity>()
         .select_only()
         .column(host_jobs::Column::ProposalId)
         .filter(host_jobs::Column::HostId.eq(host_id))
@@ -690,7 +694,7 @@ pub async fn host_left<C: ConnectionTrait>(
         .into_tuple()
         .all(txn)
         .await?;
-    host_jobs::Entity::update_many()
+    AllOrgs::update_rows::<host_jobs::Entity>()
         .col_expr(
             host_jobs::Column::Status,
             Expr::value(HostJobStatus::Cancelled),
@@ -701,7 +705,7 @@ pub async fn host_left<C: ConnectionTrait>(
         .filter(host_jobs::Column::Status.is_in(unfinished()))
         .exec(txn)
         .await?;
-    hosts::Entity::update_many()
+    AllOrgs::update_rows::<hosts::Entity>()
         .col_expr(
             hosts::Column::RebootSlotUntil,
             Expr::value(Option::<DateTime<Utc>>::None),
@@ -730,7 +734,7 @@ pub async fn due<C: ConnectionTrait>(
     now: DateTime<Utc>,
     limit: u64,
 ) -> Result<Vec<Uuid>, DbErr> {
-    proposal_rollouts::Entity::find()
+    AllOrgs::rows::<proposal_rollouts::Entity>()
         .select_only()
         .column(proposal_rollouts::Column::ProposalId)
         .filter(proposal_rollouts::Column::DueAt.lte(now))
@@ -748,7 +752,7 @@ pub async fn view<C: ConnectionTrait>(
     db: &C,
     proposal_id: Uuid,
 ) -> Result<Option<(proposal_rollouts::Model, Vec<(PlannedWave, Tally)>)>, DbErr> {
-    let Some(row) = proposal_rollouts::Entity::find_by_id(proposal_id)
+    let Some(row) = AllOrgs::row::<proposal_rollouts::Entity>(proposal_id)
         .one(db)
         .await?
     else {

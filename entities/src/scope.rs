@@ -1,44 +1,48 @@
-//! Tenancy: the one way api code reaches the database's rows, so that a query of a tenant table
-//! without its organization does not build.
+//! The row layer's tenancy: the one way code reaches the database's rows, so that a query of a
+//! tenant table without its organization does not build.
 //!
 //! - A **tenant table** (its rows belong to one organization by a column: hosts, groups,
 //!   policies, proposals, tokens, …; [`Tenant`]) is reached through the organization's
 //!   [`OrgScope`], whose every query is filtered by that organization: `org.scope()` in a handler,
-//!   then `scope.get(db, host_id)`, `scope.rows::<hosts::Entity>()`, `scope.update_rows::<…>()`.
+//!   `OrgScope::of(job.org_id)` in a job, then `scope.get(db, host_id)`,
+//!   `scope.rows::<hosts::Entity>()`, `scope.update_rows::<…>()`.
+//! - Work that truly spans organizations (the scheduler's sweeps, housekeeping and retention,
+//!   billing over every organization, the caller's own memberships) says so through [`AllOrgs`],
+//!   so such a query reads as deliberate.
 //! - A tenant row is found **by the credential it holds** (a token's hash, a key's id) before
 //!   any organization is known, through [`Credential`]; the row then names its organization.
 //! - A **table of no organization** (accounts, sessions, …), or a **child table** reached by the
 //!   id of a tenant row found first (a group's members, a proposal's changes), through
 //!   [`Untenanted`]: `accounts::Entity::rows()`.
 //!
-//! `api/clippy.toml` forbids sea-orm's own entry points (`EntityTrait::find`, `find_by_id`,
-//! `update_many`, `delete_many`, `delete_by_id`, `sea_query::Query::select`, raw statements)
-//! everywhere in this crate but here, where each use is marked `#[allow]`; a table is in
-//! exactly one of the three lists below.
+//! The workspace's `clippy.toml` forbids sea-orm's own entry points (`EntityTrait::find`,
+//! `find_by_id`, `update_many`, `delete_many`, `delete_by_id`, `sea_query::Query::select`, raw
+//! statements) everywhere but here; a table is in exactly one of the three lists below.
 
 #![allow(clippy::disallowed_methods)]
 
-use entities::{
-    accounts, agent_nonces, agent_releases, api_tokens, audit_events, changelogs, comments,
-    deployment_secrets, digest_settings, email_tokens, enrollment_tokens, group_hosts, groups,
-    host_days, host_events, host_inventories, host_jobs, host_keys, host_labels, host_packages,
-    host_updates, hosts, invitations, known_exploited, memberships, notification_attempts,
-    notification_channels, notification_deliveries, notification_events, organizations,
-    payment_events, policies, policy_dirty, proposal_changes, proposal_decisions, proposal_hosts,
-    proposal_impacts, proposals, scim_group_members, scim_groups, scim_tokens, scim_users,
-    sessions, sso_connections, sso_domains, sso_logins, subscriptions, usage_days,
-};
 use platform::ids::{
     AccountId, ApiTokenId, ChannelId, CommentId, DeliveryId, EnrollmentTokenId, GroupId, HostId,
     HostJobId, InvitationId, OrgId, PolicyId, ProposalId,
 };
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DeleteMany, EntityTrait, QueryFilter, Select, UpdateMany,
+    ColumnTrait, ConnectionTrait, DbErr, DeleteMany, EntityTrait, PrimaryKeyTrait, QueryFilter,
+    Select, UpdateMany,
     sea_query::{Query, SelectStatement},
 };
 use uuid::Uuid;
 
-use crate::http::error::ApiError;
+use crate::{
+    accounts, agent_nonces, agent_releases, api_tokens, audit_events, changelogs, comments,
+    deployment_secrets, digest_settings, email_sends, email_tokens, enrollment_tokens, group_hosts,
+    groups, host_days, host_events, host_inventories, host_jobs, host_keys, host_labels,
+    host_packages, host_updates, hosts, invitations, known_exploited, memberships,
+    notification_attempts, notification_channels, notification_deliveries, notification_events,
+    organizations, payment_events, policies, policy_dirty, proposal_changes, proposal_decisions,
+    proposal_hosts, proposal_impacts, proposal_rollouts, proposals, scim_group_members,
+    scim_groups, scim_tokens, scim_users, sessions, sso_connections, sso_domains, sso_logins,
+    subscriptions, usage_days,
+};
 
 /// A table whose rows each belong to one organization.
 pub trait Tenant: EntityTrait {
@@ -74,7 +78,7 @@ pub trait Untenanted: EntityTrait {
 
     fn row<T>(id: T) -> Select<Self>
     where
-        T: Into<<Self::PrimaryKey as sea_orm::PrimaryKeyTrait>::ValueType>,
+        T: Into<<Self::PrimaryKey as PrimaryKeyTrait>::ValueType>,
     {
         Self::find_by_id(id)
     }
@@ -87,12 +91,14 @@ pub trait Untenanted: EntityTrait {
         Self::delete_many()
     }
 
+    /// `SELECT … FROM <table>` with no column yet (add columns and conditions).
+    fn select() -> SelectStatement {
+        Query::select().from(Self::default()).to_owned()
+    }
+
     /// `SELECT <column> FROM <table>`, to filter by (`… IN (subquery)`).
     fn column_of(column: Self::Column) -> SelectStatement {
-        Query::select()
-            .column(column)
-            .from(Self::default())
-            .to_owned()
+        Self::select().column(column).to_owned()
     }
 }
 
@@ -122,6 +128,7 @@ tenant!(
     groups => OrgId,
     policies => OrgId,
     proposals => OrgId,
+    proposal_rollouts => OrgId,
     comments => OrgId,
     notification_channels => OrgId,
     notification_events => OrgId,
@@ -182,6 +189,7 @@ impl Credential for sso_domains::Entity {
 impl Untenanted for accounts::Entity {}
 impl Untenanted for sessions::Entity {}
 impl Untenanted for email_tokens::Entity {}
+impl Untenanted for email_sends::Entity {}
 impl Untenanted for known_exploited::Entity {}
 impl Untenanted for agent_nonces::Entity {}
 impl Untenanted for deployment_secrets::Entity {}
@@ -204,17 +212,30 @@ impl Untenanted for host_updates::Entity {}
 impl Untenanted for host_inventories::Entity {}
 impl Untenanted for notification_attempts::Entity {}
 
+/// Why [`OrgScope::get`] found no row.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// The row does not exist, or is another organization's.
+    #[error("no such row in the organization")]
+    NotFound,
+    #[error(transparent)]
+    Db(#[from] DbErr),
+}
+
 /// One organization's handle on its rows: every query it builds is filtered by the
-/// organization. Handlers get it from their access (`org.scope()`); code that learnt the
-/// organization from a credential (an agent's host, an accepted invitation) from
-/// [`OrgScope::of`].
+/// organization.
+///
+/// Where the organization comes from is the caller's to show: a handler's access
+/// (`org.scope()`), a credential's row (an agent's host key, an accepted invitation), a job's
+/// payload (whose producer had the scope), or a row found through [`AllOrgs`] by a sweep.
 #[derive(Clone, Copy, Debug)]
 pub struct OrgScope {
     org_id: OrgId,
 }
 
 impl OrgScope {
-    /// The scope of an organization found by the caller's access or a credential's row.
+    /// The scope of an organization known by the caller's access, a credential's row, a job's
+    /// payload or a sweep's row.
     pub fn of(org_id: impl Into<OrgId>) -> Self {
         OrgScope {
             org_id: org_id.into(),
@@ -235,13 +256,23 @@ impl OrgScope {
         self.rows::<I::Entity>().filter(I::COLUMN.eq(id))
     }
 
-    /// The organization's row `id`; `not-found` for any other, another organization's included.
+    /// The organization's row of table `E` by its primary key (for tables whose id has no
+    /// [`RowId`] type), if it is one of the organization's.
+    pub fn row_by_key<E: Tenant>(
+        &self,
+        key: impl Into<<E::PrimaryKey as PrimaryKeyTrait>::ValueType>,
+    ) -> Select<E> {
+        E::find_by_id(key).filter(E::ORG.eq(self.org_id))
+    }
+
+    /// The organization's row `id`; [`RowError::NotFound`] for any other, another
+    /// organization's included.
     pub async fn get<I: RowId, C: ConnectionTrait>(
         &self,
         db: &C,
         id: I,
-    ) -> Result<<I::Entity as EntityTrait>::Model, ApiError> {
-        self.row(id).one(db).await?.ok_or(ApiError::NotFound)
+    ) -> Result<<I::Entity as EntityTrait>::Model, RowError> {
+        self.row(id).one(db).await?.ok_or(RowError::NotFound)
     }
 
     /// The organization's membership of `account`.
@@ -260,20 +291,62 @@ impl OrgScope {
         E::delete_many().filter(E::ORG.eq(self.org_id))
     }
 
-    /// `SELECT <column> FROM <table> WHERE <org> = …`, to filter by (`… IN (subquery)`).
-    pub fn column_of<E: Tenant>(&self, column: E::Column) -> SelectStatement {
+    /// `SELECT … FROM <table> WHERE <org> = …` with no column yet (add columns and conditions).
+    pub fn select<E: Tenant>(&self) -> SelectStatement {
         Query::select()
-            .column(column)
             .from(E::default())
             .and_where(E::ORG.eq(self.org_id))
             .to_owned()
     }
+
+    /// `SELECT <column> FROM <table> WHERE <org> = …`, to filter by (`… IN (subquery)`).
+    pub fn column_of<E: Tenant>(&self, column: E::Column) -> SelectStatement {
+        self.select::<E>().column(column).to_owned()
+    }
 }
 
-/// Where the caller's own rows are, across organizations: an account's memberships (the
-/// organizations it may enter) and the organization a slug names (which access then checks).
-pub mod edge {
-    use super::*;
+/// Work that truly spans organizations, named so: the scheduler's sweeps, housekeeping and
+/// retention, billing over every organization, and the caller's own rows across organizations
+/// (an account's memberships, the organization a slug names, which access then checks).
+///
+/// A sweep that then works on one organization's rows takes that organization's [`OrgScope`]
+/// (`OrgScope::of(row.org_id)`).
+#[derive(Clone, Copy, Debug)]
+pub struct AllOrgs;
+
+impl AllOrgs {
+    /// Every organization's rows of table `E`.
+    pub fn rows<E: Tenant>() -> Select<E> {
+        E::find()
+    }
+
+    /// The row of table `E` with primary key `key`, whichever organization's it is (a job's
+    /// own row, named by its payload).
+    pub fn row<E: Tenant>(
+        key: impl Into<<E::PrimaryKey as PrimaryKeyTrait>::ValueType>,
+    ) -> Select<E> {
+        E::find_by_id(key)
+    }
+
+    /// An update of every organization's rows of table `E` (add what to set and which rows).
+    pub fn update_rows<E: Tenant>() -> UpdateMany<E> {
+        E::update_many()
+    }
+
+    /// A delete of every organization's rows of table `E` (add which rows).
+    pub fn delete_rows<E: Tenant>() -> DeleteMany<E> {
+        E::delete_many()
+    }
+
+    /// `SELECT … FROM <table>` over every organization, with no column yet.
+    pub fn select<E: Tenant>() -> SelectStatement {
+        Query::select().from(E::default()).to_owned()
+    }
+
+    /// `SELECT <column> FROM <table>` over every organization, to filter by.
+    pub fn column_of<E: Tenant>(column: E::Column) -> SelectStatement {
+        Self::select::<E>().column(column).to_owned()
+    }
 
     /// The memberships of `account`, in every organization or in `only` (an API token's own).
     pub fn memberships_of(account: AccountId, only: Option<OrgId>) -> Select<memberships::Entity> {
