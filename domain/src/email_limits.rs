@@ -12,7 +12,7 @@ use entities::email_sends;
 use entities::scope::Untenanted;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DatabaseTransaction, DbErr,
-    PaginatorTrait, QueryFilter, Set, Statement,
+    PaginatorTrait, QueryFilter, Set,
 };
 
 /// The kinds of emailed link the limit counts apart.
@@ -57,15 +57,8 @@ pub async fn take(
 ) -> Result<bool, DbErr> {
     let key = key(kind, email);
     if txn.get_database_backend() == DatabaseBackend::Postgres {
-        // Requests for one address take turns (SQLite's writers already do). A lock, not a
-        // row: sea-orm has no form of it.
-        #[allow(clippy::disallowed_methods)]
-        txn.execute_raw(Statement::from_sql_and_values(
-            DatabaseBackend::Postgres,
-            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-            [key.clone().into()],
-        ))
-        .await?;
+        // Requests for one address take turns (SQLite's writers already do).
+        platform::db::lock_for_transaction(txn, &key).await?;
     }
     let sent = |since: DateTime<Utc>| {
         email_sends::Entity::rows()

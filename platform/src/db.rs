@@ -556,6 +556,39 @@ const SQLITE_STATEMENTS: usize = 32;
 
 /// Pool size of an api process on `DATABASE_URL`: its own 16 connections, plus, on Postgres,
 /// one LISTEN connection per queue of an embedded worker (SQLite's queues are polled).
+/// Waits for the Postgres transaction-scoped advisory lock named by `key` (hashed by the
+/// database), held until `txn` ends: requests about one thing take turns.
+pub async fn lock_for_transaction<C: ConnectionTrait>(
+    txn: &C,
+    key: &str,
+) -> Result<(), sea_orm::DbErr> {
+    txn.execute_raw(sea_orm::Statement::from_sql_and_values(
+        sea_orm::DatabaseBackend::Postgres,
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        [key.into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// Tries the Postgres transaction-scoped advisory lock `key`, held until `txn` ends: `false`
+/// when another transaction holds it.
+pub async fn try_lock_for_transaction<C: ConnectionTrait>(
+    txn: &C,
+    key: i64,
+) -> Result<bool, sea_orm::DbErr> {
+    Ok(txn
+        .query_one_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DatabaseBackend::Postgres,
+            "SELECT pg_try_advisory_xact_lock($1) AS locked",
+            [key.into()],
+        ))
+        .await?
+        .map(|row| row.try_get::<bool>("", "locked"))
+        .transpose()?
+        .unwrap_or(false))
+}
+
 pub fn api_connections(url: &str, listeners: u32) -> u32 {
     if url.starts_with("sqlite:") {
         16

@@ -242,7 +242,7 @@ static NONCE_SQLITE: LazyLock<String> = LazyLock::new(|| {
 /// back from the same statement.
 // Hand-written SQL, allowed here only: tenant rows reached by the credential (the key's id,
 // proven by the signature just verified) and the host it names, in its own organization, as
-// `Credential::by_credential` and `OrgScope::row` would (`api/clippy.toml`).
+// `Credential::by_credential` and `OrgScope::row` would (`clippy.toml`).
 #[allow(clippy::disallowed_methods)]
 async fn remember_nonce(
     state: &AppState,

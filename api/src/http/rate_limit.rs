@@ -128,7 +128,7 @@ fn ceil_seconds(ms: i64) -> u64 {
 
 /// Takes one request from the bucket `key`.
 // Hand-written SQL (one atomic upsert each way), allowed here only: the limiter's own table
-// holds no tenant rows (`api/clippy.toml`).
+// holds no tenant rows (`clippy.toml`).
 #[allow(clippy::disallowed_methods)]
 pub async fn take(
     db: &Database,

@@ -9,7 +9,7 @@
 //! `created` wins whatever order they arrive in.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use entities::scope::{AllOrgs, Untenanted};
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use entities::{organizations, payment_events, subscriptions};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait,
@@ -270,7 +270,7 @@ async fn checkout_completed(
         tracing::warn!(event = %event.id, "checkout names a customer linked to another organization; ignored");
         return Ok(Received::just(Outcome::Ignored));
     }
-    let row = match locked(txn, AllOrgs::row::<subscriptions::Entity>(org.id))
+    let row = match locked(txn, OrgScope::of(org.id).rows::<subscriptions::Entity>())
         .one(txn)
         .await?
     {
@@ -312,7 +312,8 @@ async fn checkout_completed(
             .and_then(|p| Event::parse(p.as_bytes()));
         if let Some(parsed) = parsed {
             apply_subscription(txn, row.clone(), &parsed, now).await?;
-            row = AllOrgs::row::<subscriptions::Entity>(org.id)
+            row = OrgScope::of(org.id)
+                .rows::<subscriptions::Entity>()
                 .one(txn)
                 .await?
                 .unwrap_or(row);

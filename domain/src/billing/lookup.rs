@@ -1,7 +1,7 @@
 //! The one plan lookup: an organization's subscription row, else the deployment's default.
 
 use chrono::{DateTime, Utc};
-use entities::scope::AllOrgs;
+use entities::scope::{AllOrgs, OrgScope};
 use entities::subscriptions;
 use platform::{config::Config, ids::OrgId};
 use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait, sea_query::OnConflict};
@@ -21,7 +21,8 @@ pub async fn subscription_of<C: ConnectionTrait>(
     db: &C,
     org_id: OrgId,
 ) -> Result<Option<subscriptions::Model>, DbErr> {
-    AllOrgs::row::<subscriptions::Entity>(org_id.uuid())
+    OrgScope::of(org_id.uuid())
+        .rows::<subscriptions::Entity>()
         .one(db)
         .await
 }

@@ -3,7 +3,7 @@
 //! (`notify.dispatch`), so the change never waits for a channel.
 
 use chrono::{DateTime, Utc};
-use entities::scope::{AllOrgs, Untenanted};
+use entities::scope::{OrgScope, Untenanted};
 use entities::{hosts, notification_events, organizations, proposal_impacts, proposals};
 use platform::ids::{HostId, ProposalId};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, Set};
@@ -23,7 +23,8 @@ pub async fn emit<C: ConnectionTrait>(
     mut data: Value,
     now: DateTime<Utc>,
 ) -> Result<Uuid, DbErr> {
-    if let Some(org) = AllOrgs::row::<organizations::Entity>(org_id)
+    if let Some(org) = OrgScope::of(org_id)
+        .rows::<organizations::Entity>()
         .one(txn)
         .await?
         && let Value::Object(fields) = &mut data

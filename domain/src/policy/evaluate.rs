@@ -118,19 +118,7 @@ async fn evaluate(
     let txn = db.begin_write().await?;
     if postgres {
         let key = i64::from_be_bytes(policy_id.as_bytes()[8..16].try_into().unwrap_or([0; 8]));
-        // A lock, not a row: the one raw statement of the evaluation (sea-orm has no form of it).
-        #[allow(clippy::disallowed_methods)]
-        let locked = txn
-            .query_one_raw(sea_orm::Statement::from_sql_and_values(
-                sea_orm::DatabaseBackend::Postgres,
-                "SELECT pg_try_advisory_xact_lock($1) AS locked",
-                [key.into()],
-            ))
-            .await?
-            .map(|row| row.try_get::<bool>("", "locked"))
-            .transpose()?
-            .unwrap_or(false);
-        if !locked {
+        if !platform::db::try_lock_for_transaction(&txn, key).await? {
             return Ok(Evaluated::Busy);
         }
         // Claimed outside this transaction, so marking stays a non-blocking insert.
@@ -474,7 +462,8 @@ async fn unannounced<C: ConnectionTrait>(
     if kev.is_empty() {
         return Ok(None);
     }
-    let Some(proposal) = AllOrgs::rows::<proposals::Entity>()
+    let Some(proposal) = OrgScope::of(policy.org_id)
+        .rows::<proposals::Entity>()
         .filter(proposals::Column::PolicyId.eq(policy.id))
         .filter(proposals::Column::Status.eq(ProposalStatus::Open))
         .filter(proposals::Column::ReleaseKey.is_null())

@@ -171,7 +171,7 @@ async fn take_reboot_slot<C: ConnectionTrait>(
     job_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let mut org = AllOrgs::row::<organizations::Entity>(host.org_id);
+    let mut org = OrgScope::of(host.org_id).rows::<organizations::Entity>();
     let budget = org
         .clone()
         .one(db)
@@ -194,7 +194,8 @@ async fn take_reboot_slot<C: ConnectionTrait>(
     if rebooting >= u64::try_from(budget.max(0)).unwrap_or(0) {
         return Ok(false);
     }
-    AllOrgs::update_rows::<hosts::Entity>()
+    OrgScope::of(host.org_id)
+        .update_rows::<hosts::Entity>()
         .col_expr(
             hosts::Column::RebootSlotUntil,
             Expr::value(Some(now + REBOOT_SLOT)),
@@ -234,7 +235,8 @@ async fn hand_out<C: ConnectionTrait>(
     payload: Option<&JobPayload>,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let mut update = AllOrgs::update_rows::<host_jobs::Entity>()
+    let mut update = OrgScope::of(job.org_id)
+        .update_rows::<host_jobs::Entity>()
         .col_expr(
             host_jobs::Column::Status,
             Expr::value(HostJobStatus::Dispatched),
@@ -303,7 +305,8 @@ pub async fn dispatch<C: ConnectionTrait>(
         if JobKind::from(job.kind.as_str()) != JobKind::Reboot
             && !still_needed(db, host, &job, &payload).await?
         {
-            AllOrgs::update_rows::<host_jobs::Entity>()
+            OrgScope::of(host.org_id)
+                .update_rows::<host_jobs::Entity>()
                 .col_expr(
                     host_jobs::Column::Status,
                     Expr::value(HostJobStatus::Cancelled),

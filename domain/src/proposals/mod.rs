@@ -16,7 +16,7 @@ pub mod rollout;
 pub mod settle;
 
 use chrono::{DateTime, Utc};
-use entities::scope::AllOrgs;
+use entities::scope::{AllOrgs, OrgScope};
 use entities::{audit_events, json::JsonText, organizations, proposals};
 use platform::ids::ProposalId;
 use sea_orm::{
@@ -56,7 +56,8 @@ pub async fn next_number<C: ConnectionTrait>(txn: &C, org_id: Uuid) -> Result<i6
         .filter(organizations::Column::Id.eq(org_id))
         .exec(txn)
         .await?;
-    let seq: Option<i64> = AllOrgs::row::<organizations::Entity>(org_id)
+    let seq: Option<i64> = OrgScope::of(org_id)
+        .rows::<organizations::Entity>()
         .select_only()
         .column(organizations::Column::ProposalSeq)
         .into_tuple()

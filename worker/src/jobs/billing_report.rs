@@ -122,7 +122,8 @@ pub async fn report_day(
     org_id: Uuid,
     day: NaiveDate,
 ) -> Result<Outcome, Failure> {
-    let Some(row) = AllOrgs::row::<subscriptions::Entity>(org_id)
+    let Some(row) = OrgScope::of(org_id)
+        .rows::<subscriptions::Entity>()
         .one(db)
         .await?
     else {
@@ -137,7 +138,8 @@ pub async fn report_day(
     {
         return Ok(Outcome::Nothing);
     }
-    let existing = AllOrgs::row::<usage_days::Entity>((org_id, day))
+    let existing = OrgScope::of(org_id)
+        .row_by_key::<usage_days::Entity>((org_id, day))
         .one(db)
         .await?;
     if existing.as_ref().is_some_and(|u| u.reported) {

@@ -5,7 +5,7 @@
 //! key `digest-mail:{org}:{account}:{period}` and the period is recorded as sent, so a second
 //! run (a retry, a second scheduler, a restart) never sends a second digest for it.
 
-use entities::scope::{AllOrgs, OrgScope, Untenanted};
+use entities::scope::{OrgScope, Untenanted};
 use std::collections::HashMap;
 
 use apalis::prelude::{BoxDynError, Data};
@@ -35,7 +35,8 @@ const LISTED: u64 = 20;
 pub async fn run(job: SendDigest, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let db = &deps.db.orm;
     let now = deps.clock.now();
-    let Some(setting) = AllOrgs::row::<digest_settings::Entity>((job.org_id, job.account_id))
+    let Some(setting) = OrgScope::of(job.org_id)
+        .row_by_key::<digest_settings::Entity>((job.org_id, job.account_id))
         .one(db)
         .await?
     else {
@@ -48,11 +49,13 @@ pub async fn run(job: SendDigest, deps: Data<Deps>) -> Result<(), BoxDynError> {
         return Ok(());
     }
     let (Some(member), Some(account), Some(org)) = (
-        AllOrgs::row::<memberships::Entity>((job.org_id, job.account_id))
+        OrgScope::of(job.org_id)
+            .row_by_key::<memberships::Entity>((job.org_id, job.account_id))
             .one(db)
             .await?,
         accounts::Entity::row(job.account_id).one(db).await?,
-        AllOrgs::row::<organizations::Entity>(job.org_id)
+        OrgScope::of(job.org_id)
+            .rows::<organizations::Entity>()
             .one(db)
             .await?,
     ) else {

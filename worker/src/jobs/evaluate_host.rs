@@ -51,7 +51,8 @@ pub async fn run(job: EvaluateHost, deps: Data<Deps>) -> Result<(), BoxDynError>
     let txn = deps.db.begin_write().await?;
     let outcome = evaluate(&txn, &host, labels.as_ref()).await?;
     apply(&txn, host.id, &outcome.current, &outcome.wanted).await?;
-    AllOrgs::update_rows::<hosts::Entity>()
+    OrgScope::of(host.org_id)
+        .update_rows::<hosts::Entity>()
         .col_expr(hosts::Column::UpdatesTotal, Expr::value(outcome.total))
         .col_expr(
             hosts::Column::UpdatesSecurity,

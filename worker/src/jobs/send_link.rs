@@ -5,7 +5,7 @@
 //! one of a failed attempt never reached anybody); a refused address aborts at once.
 
 use domain::notifications::emails;
-use entities::scope::{AllOrgs, Untenanted};
+use entities::scope::{AllOrgs, OrgScope, Untenanted};
 
 use crate::{Deps, mailer::DeliveryError};
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data};
@@ -98,7 +98,8 @@ async fn compose(
                 tracing::debug!("invitation no longer pending; no email");
                 return Ok(None);
             }
-            let org = AllOrgs::row::<organizations::Entity>(invitation.org_id)
+            let org = OrgScope::of(invitation.org_id)
+                .rows::<organizations::Entity>()
                 .one(db)
                 .await?
                 .ok_or_else(|| {
