@@ -22,7 +22,7 @@ pub const TITLE: &str = "Fleet Update Management Service";
 
 /// All operations, as one OpenAPI service.
 pub fn openapi(state: &AppState) -> OpenApiService<impl poem_openapi::OpenApi + use<>, ()> {
-    let apis = http::openapi::Documented((
+    let apis = http::openapi::Documented::<_, scim::v2::wire::ScimPaths>::new((
         http::health::HealthApi {
             state: state.clone(),
         },
@@ -103,7 +103,7 @@ pub fn app(state: AppState) -> impl Endpoint + 'static {
                 .with(settle)
                 .with(http::console::Console::default()),
         )
-        .with(http::middleware::Edge)
+        .with(http::middleware::Edge::<scim::v2::wire::ScimPaths>::default())
 }
 
 /// The `api` binary: connect, migrate, serve; in embedded mode also work and schedule.

@@ -27,3 +27,27 @@ pub struct AppState {
     /// Certified agent keys this process has seen (what never changes about them).
     pub agent_keys: Arc<crate::agent::keys::KeyCache>,
 }
+
+impl AppState {
+    /// The state a request carries (the application adds it to every request).
+    pub fn of(req: &poem::Request) -> Result<&AppState, crate::http::error::ApiError> {
+        req.data::<AppState>().ok_or_else(|| {
+            crate::http::error::ApiError::Internal(anyhow::anyhow!(
+                "the application state is missing"
+            ))
+        })
+    }
+
+    /// The key that seals stored credentials (`what`), or 503 `not-configured`.
+    pub fn sealing_key(&self, what: &str) -> Result<[u8; 32], crate::http::error::ApiError> {
+        self.config
+            .secrets_key
+            .as_ref()
+            .map(|k| *k.expose())
+            .ok_or_else(|| {
+                crate::http::error::ApiError::NotConfigured(format!(
+                    "SECRETS_KEY is not set: this deployment cannot encrypt {what}."
+                ))
+            })
+    }
+}

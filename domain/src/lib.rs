@@ -8,6 +8,7 @@
 //! knows HTTP or the job runner: callers pass the transaction, the instant and who acts, and
 //! map refusals to their own answers.
 
+pub mod accounts;
 pub mod billing;
 pub mod email_limits;
 pub mod fleet;

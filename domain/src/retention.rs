@@ -19,7 +19,7 @@
 //!   payment processor stays until it is.
 
 use chrono::{DateTime, Duration, Utc};
-use entities::scope::{AllOrgs, Untenanted};
+use entities::scope::{AllOrgs, Tenant, Untenanted};
 use entities::{
     audit_events, host_events, host_jobs, notification_attempts, notification_deliveries,
     notification_events,
@@ -147,14 +147,22 @@ fn event_prunable() -> Condition {
         )
 }
 
-async fn prune_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
+/// One kind's rows older than `before` by its `time` column and `prunable` besides, oldest
+/// first, batch by batch. `prunable` is checked again as a batch is deleted: a row that stopped
+/// being prunable since the read (a delivery made for an event, a job handed out again) stays.
+async fn prune_older<E: Tenant>(
+    db: &Database,
+    (id, time): (E::Column, E::Column),
+    before: DateTime<Utc>,
+    prunable: impl Fn() -> Condition + Copy,
+) -> Result<u64, DbErr> {
     in_batches(|| async move {
-        let ids: Vec<Uuid> = AllOrgs::rows::<notification_events::Entity>()
+        let ids: Vec<Uuid> = AllOrgs::rows::<E>()
             .select_only()
-            .column(notification_events::Column::Id)
-            .filter(notification_events::Column::CreatedAt.lt(before))
-            .filter(event_prunable())
-            .order_by_asc(notification_events::Column::CreatedAt)
+            .column(id)
+            .filter(time.lt(before))
+            .filter(prunable())
+            .order_by_asc(time)
             .limit(BATCH)
             .into_tuple()
             .all(&db.orm)
@@ -162,90 +170,37 @@ async fn prune_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr
         if ids.is_empty() {
             return Ok(0);
         }
-        // Checked again as it deletes: a delivery made since the read keeps its event.
-        Ok(AllOrgs::delete_rows::<notification_events::Entity>()
-            .filter(notification_events::Column::Id.is_in(ids))
-            .filter(event_prunable())
+        Ok(AllOrgs::delete_rows::<E>()
+            .filter(id.is_in(ids))
+            .filter(prunable())
             .exec(db.writer())
             .await?
             .rows_affected)
     })
     .await
+}
+
+async fn prune_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
+    use notification_events::{Column, Entity};
+    prune_older::<Entity>(db, (Column::Id, Column::CreatedAt), before, event_prunable).await
 }
 
 async fn prune_host_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
-    in_batches(|| async move {
-        let ids: Vec<Uuid> = AllOrgs::rows::<host_events::Entity>()
-            .select_only()
-            .column(host_events::Column::Id)
-            .filter(host_events::Column::CreatedAt.lt(before))
-            .order_by_asc(host_events::Column::CreatedAt)
-            .limit(BATCH)
-            .into_tuple()
-            .all(&db.orm)
-            .await?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        Ok(AllOrgs::delete_rows::<host_events::Entity>()
-            .filter(host_events::Column::Id.is_in(ids))
-            .exec(db.writer())
-            .await?
-            .rows_affected)
-    })
-    .await
+    use host_events::{Column, Entity};
+    prune_older::<Entity>(db, (Column::Id, Column::CreatedAt), before, Condition::all).await
 }
 
 async fn prune_audit_events(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
-    in_batches(|| async move {
-        let ids: Vec<Uuid> = AllOrgs::rows::<audit_events::Entity>()
-            .select_only()
-            .column(audit_events::Column::Id)
-            .filter(audit_events::Column::CreatedAt.lt(before))
-            .order_by_asc(audit_events::Column::CreatedAt)
-            .limit(BATCH)
-            .into_tuple()
-            .all(&db.orm)
-            .await?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        Ok(AllOrgs::delete_rows::<audit_events::Entity>()
-            .filter(audit_events::Column::Id.is_in(ids))
-            .exec(db.writer())
-            .await?
-            .rows_affected)
-    })
-    .await
+    use audit_events::{Column, Entity};
+    prune_older::<Entity>(db, (Column::Id, Column::CreatedAt), before, Condition::all).await
 }
 
 /// Host jobs their agent reported on (`succeeded`, `failed`) that finished before `before`.
 async fn prune_host_jobs(db: &Database, before: DateTime<Utc>) -> Result<u64, DbErr> {
-    let unfinished: Vec<String> = HostJobStatus::UNFINISHED
-        .iter()
-        .map(|status| status.as_str().to_owned())
-        .collect();
-    let unfinished = &unfinished;
-    in_batches(|| async move {
-        let ids: Vec<Uuid> = AllOrgs::rows::<host_jobs::Entity>()
-            .select_only()
-            .column(host_jobs::Column::Id)
-            .filter(host_jobs::Column::FinishedAt.lt(before))
-            .filter(host_jobs::Column::Status.is_not_in(unfinished.iter().cloned()))
-            .order_by_asc(host_jobs::Column::FinishedAt)
-            .limit(BATCH)
-            .into_tuple()
-            .all(&db.orm)
-            .await?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        Ok(AllOrgs::delete_rows::<host_jobs::Entity>()
-            .filter(host_jobs::Column::Id.is_in(ids))
-            .filter(host_jobs::Column::Status.is_not_in(unfinished.iter().cloned()))
-            .exec(db.writer())
-            .await?
-            .rows_affected)
-    })
-    .await
+    use host_jobs::{Column, Entity};
+    let finished = || {
+        Condition::all()
+            .add(Column::Status.is_not_in(HostJobStatus::UNFINISHED.iter().map(|s| s.as_str())))
+    };
+    prune_older::<Entity>(db, (Column::Id, Column::FinishedAt), before, finished).await
 }

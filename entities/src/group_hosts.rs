@@ -14,7 +14,4 @@ pub struct Model {
     pub host_id: Uuid,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

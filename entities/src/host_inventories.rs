@@ -18,7 +18,4 @@ pub struct Model {
     pub updates: Option<JsonText<Fingerprints>>,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

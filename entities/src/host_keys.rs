@@ -18,7 +18,4 @@ pub struct Model {
     pub created_at: DateTimeUtc,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

@@ -24,7 +24,4 @@ pub struct Model {
     pub impact: Option<JsonText<Impact>>,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

@@ -63,7 +63,4 @@ pub struct Model {
     pub reboot_slot_job: Option<Uuid>,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

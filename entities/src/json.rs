@@ -13,7 +13,7 @@
 use std::{any::type_name, collections::BTreeMap, fmt, marker::PhantomData};
 
 use chrono::{DateTime, Utc};
-use platform::{ids::AccountId, window::WindowSpec};
+use platform::ids::AccountId;
 use sea_orm::{
     ColIdx, DbErr, QueryResult, TryGetError, TryGetable, Value,
     sea_query::{ArrayType, ColumnType, Nullable, ValueType, ValueTypeErr},
@@ -290,6 +290,29 @@ pub struct Mention {
     pub id: AccountId,
     pub email: String,
     pub name: Option<String>,
+}
+
+/// One of a SCIM user's email addresses as its provider sent it (`scim_users.emails` holds a
+/// list of them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScimEmail {
+    pub value: String,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<bool>,
+}
+
+/// A maintenance window's rule, as a policy stores it (`policies.window`) and a proposal and a
+/// host job copy it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WindowSpec {
+    /// RFC 5545 `RRULE` text, optionally with a `DTSTART` line (see `domain::window`).
+    pub rrule: String,
+    /// How long each occurrence stays open, `1..=10080`.
+    pub duration_minutes: u32,
+    /// IANA time zone the rule is read in, e.g. `Europe/Berlin`.
+    pub time_zone: String,
 }
 
 /// The maintenance window a proposal copied from its policy (`proposals.window`): the rule,

@@ -3,6 +3,19 @@
 //! the type they hold ([`json`]). [`scope`] is the one way to query them: an organization's
 //! rows through its `OrgScope`, work across organizations through `AllOrgs`.
 
+/// The part of a table's sea-orm declaration that is the same for every table with no
+/// relations: the empty `Relation` and the default `ActiveModelBehavior`. A table module
+/// declares its `Model` and calls this; tables that are joined declare their relations.
+macro_rules! no_relations {
+    () => {
+        #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+        pub enum Relation {}
+
+        impl ActiveModelBehavior for ActiveModel {}
+    };
+}
+pub(crate) use no_relations;
+
 pub mod accounts;
 pub mod agent_nonces;
 pub mod agent_releases;

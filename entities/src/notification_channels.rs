@@ -18,7 +18,7 @@ pub struct Model {
     /// The sealed configuration (`v1:…`, see `platform::crypto`).
     pub config: String,
     /// JSON array of event types; null is every event.
-    pub events: Option<String>,
+    pub events: Option<crate::json::JsonText<Vec<String>>>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }
@@ -37,7 +37,4 @@ impl std::fmt::Debug for Model {
     }
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

@@ -17,13 +17,10 @@ pub struct Model {
     /// Only this channel (a `test` event); null routes by each channel's `events`.
     pub channel_id: Option<Uuid>,
     /// JSON object: the event's `data` as receivers get it.
-    pub data: String,
+    pub data: crate::json::JsonText<serde_json::Value>,
     pub created_at: DateTimeUtc,
     /// When its deliveries were made; null while waiting.
     pub dispatched_at: Option<DateTimeUtc>,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

@@ -1,6 +1,6 @@
 //! An update policy (`pol_`): which hosts and updates it covers, how many approvals it needs, and when approved changes may go out. Every change bumps `version`.
 
-use platform::window::WindowSpec;
+use crate::json::WindowSpec;
 use sea_orm::entity::prelude::*;
 
 use crate::json::{JsonText, RolloutSpec};
@@ -33,7 +33,4 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

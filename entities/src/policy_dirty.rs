@@ -10,7 +10,4 @@ pub struct Model {
     pub since: DateTimeUtc,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

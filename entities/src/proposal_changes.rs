@@ -23,7 +23,4 @@ pub struct Model {
     pub advisories: JsonText<Vec<Advisory>>,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

@@ -41,7 +41,4 @@ pub struct Model {
     pub rollout: Option<JsonText<RolloutSpec>>,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

@@ -12,7 +12,4 @@ pub struct Model {
     pub account_id: Uuid,
 }
 
-#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
-
-impl ActiveModelBehavior for ActiveModel {}
+crate::no_relations!();

@@ -19,7 +19,7 @@ pub struct Model {
     pub given_name: Option<String>,
     pub family_name: Option<String>,
     /// The provider's `emails`, as JSON (the account's own address is fixed at creation).
-    pub emails: Option<String>,
+    pub emails: Option<crate::json::JsonText<Vec<crate::json::ScimEmail>>>,
     pub active: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

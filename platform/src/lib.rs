@@ -1,5 +1,6 @@
 //! What the api, worker and scheduler binaries share: configuration, the database and its
-//! migrations, job payloads and the queue, identifiers and the clock.
+//! migrations, job payloads and the queue, identifiers and the clock. No product rule lives
+//! here: those are `domain`'s.
 
 pub mod agent_ca;
 pub mod backup;
@@ -20,5 +21,3 @@ pub mod payments_api;
 pub mod queue_schema;
 pub mod runtime;
 pub mod secrets;
-pub mod selector;
-pub mod window;

@@ -341,6 +341,26 @@ impl Outbound {
         }
         Ok(read_limited(response, limit).await?)
     }
+
+    /// A published document (a feed, a manifest): fetched as [`Outbound::fetch`] does, then read
+    /// by `parse`. The error names which of the two failed and `what` was being read.
+    pub async fn fetch_document<T, E>(
+        &self,
+        url: &Url,
+        limit: usize,
+        what: &str,
+        parse: impl FnOnce(&[u8]) -> Result<T, E>,
+    ) -> anyhow::Result<T>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        use anyhow::Context;
+        let body = self
+            .fetch(url, limit)
+            .await
+            .with_context(|| format!("fetching {what}"))?;
+        parse(&body).with_context(|| format!("reading {what}"))
+    }
 }
 
 /// Why [`Outbound::fetch`] has no document.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::{accounts, memberships, organizations};
 use reqwest::Method;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};

@@ -8,7 +8,7 @@ use poem::{Request, RequestBody};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, OpenApi,
     payload::Json,
-    registry::{MetaMediaType, MetaRequest, Registry},
+    registry::{MetaRequest, Registry},
     types::Type,
 };
 use protocol::wire::{CheckIn, CheckInAnswer, EnrollRequest, Enrolled, RenewRequest, Renewed};
@@ -51,17 +51,9 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for EnrolmentBody<T
     }
 
     fn request_meta() -> Option<MetaRequest> {
-        Some(MetaRequest {
-            description: Some(
-                "JSON, optionally `Content-Encoding: gzip`; at most 64 KiB as sent and \
-                 decompressed.",
-            ),
-            content: vec![MetaMediaType {
-                content_type: "application/json",
-                schema: T::schema_ref(),
-            }],
-            required: true,
-        })
+        Some(body::json_request::<T>(
+            "JSON, optionally `Content-Encoding: gzip`; at most 64 KiB as sent and decompressed.",
+        ))
     }
 
     async fn from_request(
@@ -69,9 +61,7 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for EnrolmentBody<T
         body: &mut RequestBody,
         _opts: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
-        let state = req.data::<AppState>().ok_or_else(|| {
-            ApiError::Internal(anyhow::anyhow!("the application state is missing"))
-        })?;
+        let state = AppState::of(req)?;
         limits::enrolment(state, req).await?;
         let raw = body::read(body.take()?, body::MAX_ENROLMENT, |_| Ok(())).await?;
         let decoded = body::decode(&raw, req.header("content-encoding"), body::MAX_ENROLMENT)?;

@@ -82,6 +82,20 @@ pub fn json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// The OpenAPI description of an agent's JSON request body of `T`.
+pub fn json_request<T: poem_openapi::types::Type>(
+    description: &'static str,
+) -> poem_openapi::registry::MetaRequest {
+    poem_openapi::registry::MetaRequest {
+        description: Some(description),
+        content: vec![poem_openapi::registry::MetaMediaType {
+            content_type: "application/json",
+            schema: T::schema_ref(),
+        }],
+        required: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;

@@ -134,7 +134,7 @@ impl AgentJobsApi {
             .await?
             .ok_or(ApiError::NotFound)?;
         if job.finished_at.is_some() {
-            return if job.status == status.as_str() {
+            return if HostJobStatus::from(job.status.as_str()) == status {
                 Ok(Reported::Recorded)
             } else {
                 Err(ApiError::state(

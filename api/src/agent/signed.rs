@@ -21,7 +21,7 @@ use platform::ids::HostId;
 use poem::{Request, RequestBody};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions,
-    registry::{MetaMediaType, MetaRequest, Registry},
+    registry::{MetaRequest, Registry},
     types::Type,
 };
 use protocol::signature::{self, ParsedSignature, RequestHead};
@@ -347,20 +347,13 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Signed<T> {
     }
 
     fn request_meta() -> Option<MetaRequest> {
-        Some(MetaRequest {
-            description: Some(
-                "JSON, optionally `Content-Encoding: gzip` (at most 16 MiB as sent and \
-                 decompressed), signed per RFC 9421 with the key the service certified: \
-                 `Signature-Input` covering `@method`, `@authority`, `@path`, `@query` when \
-                 present and `content-digest` (RFC 9530, sha-256), with `created`, `keyid` and \
-                 `nonce`. The body is read only once the signature is verified.",
-            ),
-            content: vec![MetaMediaType {
-                content_type: "application/json",
-                schema: T::schema_ref(),
-            }],
-            required: true,
-        })
+        Some(super::body::json_request::<T>(
+            "JSON, optionally `Content-Encoding: gzip` (at most 16 MiB as sent and \
+             decompressed), signed per RFC 9421 with the key the service certified: \
+             `Signature-Input` covering `@method`, `@authority`, `@path`, `@query` when \
+             present and `content-digest` (RFC 9530, sha-256), with `created`, `keyid` and \
+             `nonce`. The body is read only once the signature is verified.",
+        ))
     }
 
     async fn from_request(
@@ -368,9 +361,7 @@ impl<'a, T: Type + DeserializeOwned + Send> ApiExtractor<'a> for Signed<T> {
         body: &mut RequestBody,
         _opts: ExtractParamOptions<()>,
     ) -> poem::Result<Self> {
-        let state = req.data::<AppState>().ok_or_else(|| {
-            ApiError::Internal(anyhow::anyhow!("the application state is missing"))
-        })?;
+        let state = AppState::of(req)?;
         let now = state.clock.now();
         let (SigningHost { host, jobs_waiting }, key, signature) =
             authenticate(state, req, now).await?;

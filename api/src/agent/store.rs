@@ -676,7 +676,7 @@ pub const TOUCH_EVERY: Duration = Duration::seconds(60);
 
 /// Whether a check-in at `now` must write `last_seen_at` (and `status` = `online`).
 pub fn touch_due(host: &hosts::Model, now: DateTime<Utc>) -> bool {
-    host.status != domain::HostStatus::Online.as_str()
+    domain::HostStatus::from(host.status.as_str()) != domain::HostStatus::Online
         || host
             .last_seen_at
             .is_none_or(|seen| now - seen >= TOUCH_EVERY || seen.date_naive() != now.date_naive())

@@ -10,11 +10,9 @@ use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
 use crate::{
     AppState,
     http::access::org,
-    http::error::{
-        ApiError, BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized,
-    },
+    http::error::{ApiError, OrgInputErrors, OrgReadErrors},
+    http::rights::Billing as OwnerOnly,
     http::tags::Tag,
-    identity::roles::Billing as OwnerOnly,
 };
 use entities::scope::OrgScope;
 
@@ -90,7 +88,7 @@ impl BillingApi {
         &self,
         state: poem::web::Data<&AppState>,
         org: org::Path<OwnerOnly>,
-    ) -> Result<Json<Billing>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>> {
+    ) -> Result<Json<Billing>, OrgReadErrors> {
         let row = billing::subscription_of(&state.db.orm, org.org.id.into()).await?;
         let plan = billing::effective(row.as_ref(), &billing::default_plan(&state.config));
         let (status, billable_from, current_period_end) = match row {
@@ -122,16 +120,7 @@ impl BillingApi {
         /// `YYYY-MM` (UTC); the current month when absent.
         #[oai(validator(pattern = "^[0-9]{4}-(0[1-9]|1[0-2])$"))]
         month: Query<Option<String>>,
-    ) -> Result<
-        Json<BillingUsage>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<BillingUsage>, OrgInputErrors> {
         let today = state.clock.now().date_naive();
         let month = match month.0.as_deref() {
             Some(text) => Month::parse(text)

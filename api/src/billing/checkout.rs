@@ -15,8 +15,8 @@ use crate::{
         ApiError, BadRequest, Errors, Forbidden, NotFound, PaymentsUnavailable, TooManyRequests,
         Unauthorized,
     },
+    http::rights::Billing as OwnerOnly,
     http::tags::Tag,
-    identity::roles::Billing as OwnerOnly,
 };
 
 /// A plan that can be bought.

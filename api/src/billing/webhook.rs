@@ -21,8 +21,8 @@ use crate::{
     agent::body,
     http::error::{ApiError, BadRequest, Errors, NotConfigured},
     http::middleware::BODY_LIMIT,
+    http::rights::Role,
     http::tags::Tag,
-    identity::roles::Role,
 };
 use entities::scope::OrgScope;
 

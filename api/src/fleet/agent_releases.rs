@@ -9,8 +9,8 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgReadErrors},
+    http::rights::Discuss,
     http::tags::Tag,
-    identity::roles::Discuss,
 };
 use entities::scope::Untenanted;
 

@@ -20,11 +20,11 @@ use crate::{
     http::error::{OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
-    http::revoke::revoke,
+    http::rights::Manage,
     http::tags::Tag,
     http::text::{Name, Text},
     identity::audit::Entry,
-    identity::roles::Manage,
+    identity::revoke::revoke,
 };
 
 pub const TOKEN_PREFIX: &str = "enr_";

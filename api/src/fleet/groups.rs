@@ -23,16 +23,14 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
+    http::rights::{Operate, ReadFleet},
     http::tags::Tag,
     http::text::{Name, Text},
     identity::audit::Entry,
-    identity::roles::{Operate, ReadFleet},
 };
+use domain::fleet::selector::Selector;
 use entities::scope::Untenanted;
-use platform::{
-    ids::{GroupId, HostId},
-    selector::Selector,
-};
+use platform::ids::{GroupId, HostId};
 
 const STATIC: &str = "static";
 const LABEL: &str = "label";

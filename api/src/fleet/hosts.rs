@@ -34,16 +34,14 @@ use crate::{
     http::error::{OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
+    http::rights::{Operate, ReadFleet},
     http::tags::Tag,
     http::text::{DisplayNameText, NotesText, Text},
     identity::audit::Entry,
-    identity::roles::{Operate, ReadFleet},
 };
+use domain::fleet::selector::{Requirement, Selector};
 use entities::scope::{OrgScope, Untenanted};
-use platform::{
-    ids::{GroupId, HostEventId, HostId, ProposalId},
-    selector::{Requirement, Selector},
-};
+use platform::ids::{GroupId, HostEventId, HostId, ProposalId};
 
 pub const MAX_DISPLAY_NAME: usize = 255;
 pub const MAX_NOTES: usize = 10_000;

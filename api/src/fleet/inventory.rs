@@ -16,9 +16,9 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
-    http::paging::{DEFAULT_LIMIT, MAX_LIMIT, Page},
+    http::paging::Page,
+    http::rights::ReadFleet,
     http::tags::Tag,
-    identity::roles::ReadFleet,
     proposals::api::AdvisoryView,
 };
 use entities::scope::{OrgScope, Untenanted};
@@ -68,23 +68,10 @@ struct NamePaging {
 
 impl NamePaging {
     fn new(limit: Option<u32>, cursor: Option<&str>) -> Result<Self, ApiError> {
-        let limit = match limit {
-            None => DEFAULT_LIMIT,
-            Some(n) if (1..=MAX_LIMIT).contains(&n) => n,
-            Some(_) => {
-                return Err(ApiError::invalid(format!(
-                    "limit must be between 1 and {MAX_LIMIT}"
-                )));
-            }
-        };
-        let after = match cursor {
-            None | Some("") => None,
-            Some(text) => Some(
-                decode_cursor(text)
-                    .ok_or_else(|| ApiError::invalid("cursor is not one this service gave out"))?,
-            ),
-        };
-        Ok(NamePaging { limit, after })
+        Ok(NamePaging {
+            limit: crate::http::paging::checked_limit(limit)?,
+            after: crate::http::paging::checked_cursor(cursor, decode_cursor)?,
+        })
     }
 
     /// `query` in `(name, arch)` order from after the cursor, one row more than a page.

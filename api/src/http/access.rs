@@ -3,7 +3,7 @@
 //!
 //! - [`Signed`]: any signed-in caller (session cookie or API token).
 //! - [`OrgAccess<R>`]: an organization-scoped operation needing requirement `R`
-//!   ([`crate::identity::roles::Requirement`]). Its argument is the `{org}` path parameter, so the
+//!   ([`crate::http::rights::Requirement`]). Its argument is the `{org}` path parameter, so the
 //!   document states the requirement beside it.
 //!
 //! Order of checks, each with its answer (decisions §1): credentials (401 `unauthenticated`),
@@ -33,7 +33,7 @@ use crate::{
     http::identity_cache::{SessionAnswer, TokenAnswer},
     http::middleware::ExtraHeaders,
     http::rate_limit::{self, Limit},
-    identity::roles::{Requirement, Role},
+    http::rights::{Requirement, Role},
 };
 use entities::scope::{AllOrgs, Credential, OrgScope, Untenanted};
 
@@ -141,8 +141,7 @@ pub fn cookie_value<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
 }
 
 fn state(req: &Request) -> Result<&AppState, ApiError> {
-    req.data::<AppState>()
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the application state is missing")))
+    AppState::of(req)
 }
 
 /// Resolves the caller from the request's credentials, enforcing CSRF on session mutations.

@@ -19,7 +19,7 @@ use entities::{accounts, api_tokens, memberships, organizations, sessions};
 use platform::identity_changes::Mark;
 use uuid::Uuid;
 
-use crate::identity::roles::Role;
+use crate::http::rights::Role;
 
 /// Whether answering a request may have changed who may do what: every change made through
 /// the API except an agent's own calls, and the single sign-on callback (a `GET` that signs a

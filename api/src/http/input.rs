@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::{http::error::ApiError, identity::roles::Role};
+use crate::{http::error::ApiError, http::rights::Role};
 
 /// An email address: trimmed, lowercased, at most 254 characters, `local@domain.tld`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -123,18 +123,49 @@ impl ExtraHeaders {
     }
 }
 
-pub struct Edge;
+/// A protocol served beside the JSON API that answers in its own error format and documents
+/// its own errors (SCIM): which paths are its, and its answer to any error raised on them (by
+/// its handlers, the access code, routing and parsing, the body limit, a panic).
+pub trait OwnErrors: Send + Sync + 'static {
+    fn covers(path: &str) -> bool;
+    fn response(err: poem::Error) -> Response;
+}
 
-impl<E: Endpoint> Middleware<E> for Edge {
-    type Output = EdgeEndpoint<E>;
+/// No such protocol: every path answers problem+json.
+impl OwnErrors for () {
+    fn covers(_path: &str) -> bool {
+        false
+    }
 
-    fn transform(&self, ep: E) -> Self::Output {
-        EdgeEndpoint { inner: ep }
+    fn response(err: poem::Error) -> Response {
+        error_response(err, "")
     }
 }
 
-pub struct EdgeEndpoint<E> {
+/// The edge of the service: request ids, body limits, problem+json for every error (or the
+/// error format of the protocol `P` on its paths), the request's log line and metrics.
+pub struct Edge<P = ()>(std::marker::PhantomData<P>);
+
+impl<P> Default for Edge<P> {
+    fn default() -> Self {
+        Edge(std::marker::PhantomData)
+    }
+}
+
+impl<E: Endpoint, P: OwnErrors> Middleware<E> for Edge<P> {
+    type Output = EdgeEndpoint<E, P>;
+
+    fn transform(&self, ep: E) -> Self::Output {
+        EdgeEndpoint {
+            inner: ep,
+            own: std::marker::PhantomData,
+        }
+    }
+}
+
+pub struct EdgeEndpoint<E, P = ()> {
     inner: E,
+    own: std::marker::PhantomData<P>,
 }
 
 fn acceptable_request_id(value: &[u8]) -> bool {
@@ -181,7 +212,7 @@ fn metric_route(pattern: &str) -> String {
 /// An answer on its way, and the flag its request body's limit raises.
 type Begun<'a, T> = (BoxFuture<'a, Result<T>>, Option<Arc<AtomicBool>>);
 
-impl<E: Endpoint> EdgeEndpoint<E> {
+impl<E: Endpoint, P> EdgeEndpoint<E, P> {
     /// The inner endpoint's answer to `req`, boxed, and the flag its body's limit raises.
     fn begin(&self, mut req: Request, limit: usize) -> Result<Begun<'_, E::Output>> {
         let over_limit = limit_body(&mut req, limit)?;
@@ -189,7 +220,7 @@ impl<E: Endpoint> EdgeEndpoint<E> {
     }
 }
 
-impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
+impl<E: Endpoint, P: OwnErrors> Endpoint for EdgeEndpoint<E, P> {
     type Output = Response;
 
     // Not an `async fn`: a future is moved whole each time a layer wraps or boxes it, and an
@@ -201,7 +232,7 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
         let request_id = RequestId::of(&req);
         let path = req.uri().path();
         let limit = body_limit(path);
-        let scim = crate::scim::v2::wire::is_scim_path(path);
+        let own_errors = P::covers(path);
         // Probes are polled every few seconds by whatever runs the service: their lines are
         // `debug` (a failing probe's answer is still logged at `info`).
         let probe = crate::http::probes::probe(path);
@@ -247,8 +278,8 @@ impl<E: Endpoint> Endpoint for EdgeEndpoint<E> {
                 Ok(response) => response,
                 Err(err) => {
                     let carried = err.data::<ExtraHeaders>().cloned();
-                    let mut response = if scim {
-                        span.in_scope(|| scim_error_response(err))
+                    let mut response = if own_errors {
+                        span.in_scope(|| P::response(err))
                     } else {
                         span.in_scope(|| error_response(err, request_id.as_str()))
                     };
@@ -341,28 +372,6 @@ fn error_response(err: poem::Error, request_id: &str) -> Response {
         }
         None => problem_for_poem_error(err),
     }
-}
-
-/// The SCIM protocol's errors are SCIM's own error messages, whatever raised them (the
-/// handler, the access code, poem's routing and parsing, the body limit, a panic).
-fn scim_error_response(err: poem::Error) -> Response {
-    use crate::scim::v2::wire::ScimError;
-    if let Some(scim) = err.downcast_ref::<ScimError>() {
-        return poem::error::ResponseError::as_response(scim);
-    }
-    let scim = match err.downcast_ref::<ApiError>() {
-        Some(ApiError::Internal(cause)) => ScimError::internal(anyhow::anyhow!("{cause:#}")),
-        Some(api) => ScimError::from_api(api),
-        None if err.status().is_server_error() => ScimError::internal(anyhow::anyhow!("{err}")),
-        None => {
-            let api = crate::http::error::api_error_for_poem_error(&err);
-            match api {
-                ApiError::Internal(cause) => ScimError::internal(cause),
-                api => ScimError::from_api(&api),
-            }
-        }
-    };
-    poem::IntoResponse::into_response(scim)
 }
 
 /// Puts the body under `limit`: a `Content-Length` over it is 413 at once; otherwise the body

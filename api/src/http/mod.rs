@@ -14,7 +14,7 @@ pub mod openapi;
 pub mod paging;
 pub mod probes;
 pub mod rate_limit;
-pub mod revoke;
+pub mod rights;
 pub mod server;
 pub mod tags;
 pub mod text;

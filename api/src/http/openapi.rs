@@ -40,6 +40,7 @@ use serde_json::{Map, Value};
 use crate::{
     http::error::{self, PayloadTooLarge},
     http::middleware::ExtraHeaders,
+    http::middleware::OwnErrors,
     http::paging::MAX_LIMIT,
 };
 
@@ -47,15 +48,22 @@ use crate::{
 const CURSOR_PATTERN: &str = "^([0-7][0-9a-hjkmnp-tv-z]{25})?$";
 
 /// All operations, with the answers the edge adds to them documented.
-pub struct Documented<T>(pub T);
+/// `P`'s paths document their own errors ([`OwnErrors`]): the edge adds none to them.
+pub struct Documented<T, P = ()>(pub T, pub std::marker::PhantomData<P>);
 
-impl<T: OpenApi> OpenApi for Documented<T> {
+impl<T: OpenApi, P: OwnErrors> Documented<T, P> {
+    pub fn new(apis: T) -> Self {
+        Documented(apis, std::marker::PhantomData)
+    }
+}
+
+impl<T: OpenApi, P: OwnErrors> OpenApi for Documented<T, P> {
     fn meta() -> Vec<MetaApi> {
         let mut apis = T::meta();
         for path in apis.iter_mut().flat_map(|api| api.paths.iter_mut()) {
-            // The liveness probe reads no database; SCIM documents its own errors (SCIM's).
-            let liveness = path.path == crate::http::probes::LIVENESS_PATH
-                || crate::scim::v2::wire::is_scim_path(&path.path);
+            // The liveness probe reads no database; a protocol with its own errors (SCIM)
+            // documents them.
+            let liveness = path.path == crate::http::probes::LIVENESS_PATH || P::covers(&path.path);
             for operation in path.operations.iter_mut() {
                 if operation.request.is_some() {
                     error::document::<PayloadTooLarge>(&mut operation.responses);

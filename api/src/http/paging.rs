@@ -47,27 +47,39 @@ pub struct Paging {
     after: Option<Uuid>,
 }
 
+/// A list's `limit`: 1–500, 50 when absent; 400 `invalid-request` otherwise.
+pub fn checked_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit {
+        None => Ok(DEFAULT_LIMIT),
+        Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+        Some(_) => Err(ApiError::invalid(format!(
+            "limit must be between 1 and {MAX_LIMIT}"
+        ))),
+    }
+}
+
+/// A list's `cursor` read by `decode`: absent or empty is the first page; one `decode` does
+/// not accept (not one this service gave out) is 400 `invalid-request`.
+pub fn checked_cursor<T>(
+    cursor: Option<&str>,
+    decode: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, ApiError> {
+    match cursor {
+        None | Some("") => Ok(None),
+        Some(text) => decode(text)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid("cursor is not one this service gave out")),
+    }
+}
+
 impl Paging {
     /// `limit` must be 1–500 (absent: 50); `cursor` must be one this service gave out (absent
     /// or empty: the first page). Either is 400 `invalid-request` otherwise.
     pub fn new(limit: Option<u32>, cursor: Option<&str>) -> Result<Self, ApiError> {
-        let limit = match limit {
-            None => DEFAULT_LIMIT,
-            Some(n) if (1..=MAX_LIMIT).contains(&n) => n,
-            Some(_) => {
-                return Err(ApiError::invalid(format!(
-                    "limit must be between 1 and {MAX_LIMIT}"
-                )));
-            }
-        };
-        let after = match cursor {
-            None | Some("") => None,
-            Some(text) => Some(
-                platform::ids::decode_base32(text)
-                    .ok_or_else(|| ApiError::invalid("cursor is not one this service gave out"))?,
-            ),
-        };
-        Ok(Paging { limit, after })
+        Ok(Paging {
+            limit: checked_limit(limit)?,
+            after: checked_cursor(cursor, platform::ids::decode_base32)?,
+        })
     }
 
     /// `query` ordered by `key`, from after the cursor, asking for one row more than a page

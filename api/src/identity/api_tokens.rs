@@ -20,11 +20,11 @@ use crate::{
     http::error::{OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
-    http::revoke::revoke,
+    http::rights::{Administer, AdministerInPerson},
     http::tags::Tag,
     http::text::{Name, RoleText},
     identity::audit::Entry,
-    identity::roles::{Administer, AdministerInPerson},
+    identity::revoke::revoke,
 };
 
 #[derive(Object)]

@@ -17,8 +17,8 @@ use crate::{
     http::access::{Caller, org},
     http::error::ApiError,
     http::paging::{Order, Page, Paging},
+    http::rights::Administer,
     http::tags::Tag,
-    identity::roles::Administer,
 };
 
 /// An id an entry can name as its target, with the `target_kind` it is recorded under.

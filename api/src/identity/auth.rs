@@ -19,10 +19,10 @@ use crate::{
     },
     http::input::{self, Email, Slug},
     http::rate_limit::{self, Limit},
+    http::rights::Role,
     http::tags::Tag,
     http::text::{EmailText, Name, SlugText, Text},
     identity::audit::Entry,
-    identity::roles::Role,
 };
 use entities::scope::{AllOrgs, Untenanted};
 
@@ -379,25 +379,9 @@ impl AuthApi {
         if sso_required(&state, &txn, &token.email).await? {
             return Err(ApiError::SsoRequired.into());
         }
-        let existing = accounts::Entity::rows()
-            .filter(accounts::Column::Email.eq(token.email.as_str()))
-            .one(&txn)
-            .await?;
-        let account = match existing {
-            Some(account) => account,
-            None => {
-                accounts::ActiveModel {
-                    id: Set(platform::ids::new_uuid()),
-                    email: Set(token.email.clone()),
-                    name: Set(Some(payload.name.clone())),
-                    time_zone: Set("UTC".into()),
-                    created_at: Set(now),
-                    updated_at: Set(now),
-                }
-                .insert(&txn)
-                .await?
-            }
-        };
+        let (account, _) =
+            domain::accounts::for_address(&txn, &token.email, Some(payload.name.clone()), now)
+                .await?;
         let slug_taken = AllOrgs::organization_by_slug(&payload.organization_slug)
             .one(&txn)
             .await?

@@ -28,13 +28,13 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input::{self, Email},
     http::paging::{Order, Page, Paging},
-    http::revoke::revoke,
+    http::rights::{AdministerInPerson, Right, Role},
     http::tags::Tag,
     http::text::{EmailText, InvitedRoleText},
     identity::audit::Entry,
     identity::auth::{SignedIn, VerifyRequest, limit_anonymous, sso_required, start_session},
     identity::members::lock_org,
-    identity::roles::{AdministerInPerson, Right, Role},
+    identity::revoke::revoke,
 };
 use entities::scope::{Credential, OrgScope, Untenanted};
 
@@ -381,25 +381,7 @@ impl InvitationsApi {
         if sso_required(&state, &txn, &row.email).await? {
             return Err(ApiError::SsoRequired.into());
         }
-        let account = match accounts::Entity::rows()
-            .filter(accounts::Column::Email.eq(row.email.as_str()))
-            .one(&txn)
-            .await?
-        {
-            Some(account) => account,
-            None => {
-                accounts::ActiveModel {
-                    id: Set(platform::ids::new_uuid()),
-                    email: Set(row.email.clone()),
-                    name: Set(None),
-                    time_zone: Set("UTC".into()),
-                    created_at: Set(now),
-                    updated_at: Set(now),
-                }
-                .insert(&txn)
-                .await?
-            }
-        };
+        let (account, _) = domain::accounts::for_address(&txn, &row.email, None, now).await?;
         let ip = access::client_ip(req);
         let already = scope.member(account.id.into()).one(&txn).await?;
         if already.is_none() {

@@ -14,6 +14,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseTransaction, PaginatorTrait, QueryFilter, QuerySelect,
     Set, sea_query::Expr,
 };
+use uuid::Uuid;
 
 use crate::{
     AppState,
@@ -22,10 +23,10 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors},
     http::input,
     http::paging::{Order, Page, Paging},
+    http::rights::{Administer, AdministerInPerson, MemberInPerson, Right, Role},
     http::tags::Tag,
     http::text::RoleText,
     identity::audit::Entry,
-    identity::roles::{Administer, AdministerInPerson, MemberInPerson, Right, Role},
 };
 use entities::scope::{OrgScope, Untenanted};
 
@@ -85,12 +86,43 @@ pub async fn lock_org(
     Ok(())
 }
 
-async fn owners(txn: &DatabaseTransaction, scope: OrgScope) -> Result<u64, ApiError> {
-    Ok(scope
+/// Ends a membership held as `role`: the membership, the member's API tokens here and, for an
+/// owner, the SCIM token they issued.
+pub(crate) async fn end_membership(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+    account_id: Uuid,
+    role: &str,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    scope
+        .delete_rows::<memberships::Entity>()
+        .filter(memberships::Column::AccountId.eq(account_id))
+        .exec(txn)
+        .await?;
+    scope
+        .update_rows::<api_tokens::Entity>()
+        .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
+        .filter(api_tokens::Column::CreatedBy.eq(account_id))
+        .filter(api_tokens::Column::RevokedAt.is_null())
+        .exec(txn)
+        .await?;
+    if Role::stored(role) == Some(Role::Owner) {
+        crate::scim::token::revoke_issued_by(txn, scope, account_id, now).await?;
+    }
+    Ok(())
+}
+
+/// How many owners the organization has (it must keep one).
+pub(crate) async fn owners(
+    txn: &DatabaseTransaction,
+    scope: OrgScope,
+) -> Result<u64, sea_orm::DbErr> {
+    scope
         .rows::<memberships::Entity>()
         .filter(memberships::Column::Role.eq(Role::Owner.as_str()))
         .count(txn)
-        .await?)
+        .await
 }
 
 pub struct MembersApi;
@@ -225,7 +257,7 @@ impl MembersApi {
             .one(&txn)
             .await?
             .ok_or(ApiError::NotFound)?;
-        if current.role == Role::Owner.as_str() {
+        if Role::stored(&current.role) == Some(Role::Owner) {
             if org.role != Role::Owner {
                 return Err(ApiError::forbidden("Only an owner may remove an owner.").into());
             }
@@ -237,21 +269,7 @@ impl MembersApi {
                 .into());
             }
         }
-        scope
-            .delete_rows::<memberships::Entity>()
-            .filter(memberships::Column::AccountId.eq(account_id))
-            .exec(&txn)
-            .await?;
-        scope
-            .update_rows::<api_tokens::Entity>()
-            .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
-            .filter(api_tokens::Column::CreatedBy.eq(account_id))
-            .filter(api_tokens::Column::RevokedAt.is_null())
-            .exec(&txn)
-            .await?;
-        if current.role == Role::Owner.as_str() {
-            crate::scim::token::revoke_issued_by(&txn, scope, account_id.uuid(), now).await?;
-        }
+        end_membership(&txn, scope, account_id.uuid(), &current.role, now).await?;
         Entry::new(if leaving {
             "member.left"
         } else {

@@ -1,5 +1,5 @@
 //! People and organizations: sign-in and sessions, the caller's own account, organizations,
-//! members, invitations, API tokens, roles and the audit log.
+//! members, invitations, API tokens and the audit log.
 
 pub mod api_tokens;
 pub mod audit;
@@ -8,4 +8,4 @@ pub mod invitations;
 pub mod me;
 pub mod members;
 pub mod orgs;
-pub mod roles;
+pub mod revoke;

@@ -13,9 +13,9 @@ use crate::{
         ApiError, BadRequest, Errors, NotFound, OrgInputErrors, TooManyRequests, Unauthorized,
     },
     http::paging::{Order, Page, Paging},
+    http::rights::{OrgSettings, ReadFleet},
     http::tags::Tag,
     identity::audit::Entry,
-    identity::roles::{OrgSettings, ReadFleet},
 };
 use entities::scope::{AllOrgs, OrgScope};
 

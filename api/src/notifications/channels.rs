@@ -12,7 +12,7 @@ use domain::notifications::{
     config::{self, ChannelConfig},
     outbox,
 };
-use entities::{notification_channels, notification_events};
+use entities::{json::JsonText, notification_channels, notification_events};
 use platform::ids::{ChannelId, OrgId};
 use poem_openapi::{
     ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::MaybeUndefined,
@@ -24,14 +24,14 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{
-        ApiError, BadRequest, Conflict, Errors, Forbidden, NotConfigured, NotFound,
+        ApiError, BadRequest, Conflict, Errors, Forbidden, NotConfigured, NotFound, OrgReadErrors,
         TooManyRequests, Unauthorized,
     },
     http::input,
+    http::rights::Manage,
     http::tags::Tag,
     http::text::Name,
     identity::audit::Entry,
-    identity::roles::Manage,
 };
 
 /// A kind of channel.
@@ -159,7 +159,7 @@ pub struct Channel {
 pub fn channel_view(row: notification_channels::Model, signing_secret: Option<String>) -> Channel {
     Channel {
         id: ChannelId::from(row.id),
-        events: domain::notifications::routing::parse_filter(row.events.as_deref()),
+        events: domain::notifications::routing::parse_filter(row.events.as_ref()),
         kind: row.kind,
         name: row.name,
         display: row.display,
@@ -191,7 +191,7 @@ pub enum Queued {
 }
 
 /// The stored filter for `events`: null for every event.
-fn filter_json(events: Option<&[EventType]>) -> Result<Option<String>, ApiError> {
+fn filter_json(events: Option<&[EventType]>) -> Result<Option<JsonText<Vec<String>>>, ApiError> {
     match events {
         None => Ok(None),
         Some(list) => {
@@ -200,25 +200,10 @@ fn filter_json(events: Option<&[EventType]>) -> Result<Option<String>, ApiError>
                 .map(|e| EventKind::from(*e).as_str().to_owned())
                 .collect();
             let kinds = config::check_events(&names).map_err(|e| ApiError::invalid(e.0))?;
-            let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-            Ok(Some(json!(names).to_string()))
+            let names: Vec<String> = kinds.iter().map(|k| k.as_str().to_owned()).collect();
+            Ok(Some(JsonText::new(&names)?))
         }
     }
-}
-
-/// The sealing key, or 503 `not-configured`.
-fn sealing_key(state: &AppState) -> Result<[u8; 32], ApiError> {
-    state
-        .config
-        .secrets_key
-        .as_ref()
-        .map(|k| *k.expose())
-        .ok_or_else(|| {
-            ApiError::NotConfigured(
-                "SECRETS_KEY is not set: this deployment cannot encrypt channel credentials."
-                    .into(),
-            )
-        })
 }
 
 /// Checks the configuration's URLs against the guard on private destinations (resolving them
@@ -271,7 +256,7 @@ async fn recipients_allowed<C: sea_orm::ConnectionTrait>(
     }
 }
 
-type ReadErrors = Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>;
+type ReadErrors = OrgReadErrors;
 type WriteErrors = Errors<(
     BadRequest,
     Unauthorized,
@@ -346,7 +331,7 @@ impl ChannelsApi {
         )
         .await?;
         domain::billing::check_channel(&plan, kind.as_str()).map_err(ApiError::from)?;
-        let key = sealing_key(&state)?;
+        let key = state.sealing_key("channel credentials")?;
         let sealed = sealed(&state, &config, &key).await?;
         let now = state.clock.now();
         let txn = state.db.begin_write().await?;
@@ -413,7 +398,7 @@ impl ChannelsApi {
                 let config = ChannelConfig::check(kind, &raw, state.config.outbound_allow_private)
                     .map_err(|e| ApiError::invalid(e.0))?;
                 recipients_allowed(&state.db.orm, org.org_id(), &config).await?;
-                let key = sealing_key(&state)?;
+                let key = state.sealing_key("channel credentials")?;
                 let sealed = sealed(&state, &config, &key).await?;
                 Some((config, sealed))
             }

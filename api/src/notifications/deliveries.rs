@@ -18,10 +18,10 @@ use uuid::Uuid;
 use crate::{
     AppState,
     http::access::org,
-    http::error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
+    http::error::OrgInputErrors,
     http::paging::{Order, Page, Paging},
+    http::rights::Manage,
     http::tags::Tag,
-    identity::roles::Manage,
 };
 use entities::scope::Untenanted;
 
@@ -87,16 +87,7 @@ impl DeliveriesApi {
         limit: Query<Option<u32>>,
         /// The `next_cursor` of the previous page.
         cursor: Query<Option<String>>,
-    ) -> Result<
-        Json<Page<Delivery>>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<Page<Delivery>>, OrgInputErrors> {
         let paging = Paging::new(limit.0, cursor.0.as_deref())?;
         let db = &state.db.orm;
         let channel = org.scope().get(db, *channel_id).await?;

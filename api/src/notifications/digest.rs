@@ -10,9 +10,9 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set, sea_query::OnConflict}
 use crate::{
     AppState,
     http::access::org,
-    http::error::{BadRequest, Errors, Forbidden, NotFound, TooManyRequests, Unauthorized},
+    http::error::{OrgInputErrors, OrgReadErrors},
+    http::rights::OwnSettings,
     http::tags::Tag,
-    identity::roles::OwnSettings,
 };
 
 /// How often the digest comes.
@@ -93,8 +93,7 @@ impl DigestApi {
         &self,
         org: org::Path<OwnSettings>,
         state: poem::web::Data<&AppState>,
-    ) -> Result<Json<DigestSetting>, Errors<(Unauthorized, Forbidden, NotFound, TooManyRequests)>>
-    {
+    ) -> Result<Json<DigestSetting>, OrgReadErrors> {
         let row = org
             .scope()
             .rows::<digest_settings::Entity>()
@@ -116,16 +115,7 @@ impl DigestApi {
         org: org::Path<OwnSettings>,
         state: poem::web::Data<&AppState>,
         body: Json<DigestSettingInput>,
-    ) -> Result<
-        Json<DigestSetting>,
-        Errors<(
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            TooManyRequests,
-        )>,
-    > {
+    ) -> Result<Json<DigestSetting>, OrgInputErrors> {
         let now = state.clock.now();
         let frequency = Frequency::from(body.frequency);
         let mut update = vec![

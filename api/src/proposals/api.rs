@@ -17,7 +17,7 @@ use domain::{
     severity,
 };
 use entities::{
-    accounts, hosts,
+    accounts,
     json::{self, Advisory, HostImpact, JsonText},
     known_exploited, proposal_changes, proposal_decisions, proposal_hosts, proposals,
 };
@@ -35,10 +35,10 @@ use crate::{
     http::error::{ApiError, StateRefusal},
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::paging::{Order, Page, Paging},
+    http::rights::{Operate, ReadFleet},
     http::tags::Tag,
     http::text::{Reason, Text},
     identity::audit::Entry,
-    identity::roles::{Operate, ReadFleet},
 };
 use entities::scope::{OrgScope, Untenanted};
 
@@ -473,26 +473,16 @@ async fn cached_changelogs<C: ConnectionTrait>(
     db: &C,
     keys: &BTreeSet<domain::intel::cache::Key>,
 ) -> Result<HashMap<domain::intel::cache::Key, entities::changelogs::Model>, ApiError> {
-    use entities::changelogs;
-    let mut found = HashMap::new();
-    let sources: BTreeSet<&String> = keys.iter().map(|(_, s, _)| s).collect();
-    let versions: BTreeSet<&String> = keys.iter().map(|(_, _, v)| v).collect();
-    let sources: Vec<String> = sources.into_iter().cloned().collect();
-    let versions: Vec<String> = versions.into_iter().cloned().collect();
-    for chunk in sources.chunks(500) {
-        let rows = changelogs::Entity::rows()
-            .filter(changelogs::Column::Source.is_in(chunk.to_vec()))
-            .filter(changelogs::Column::Version.is_in(versions.clone()))
-            .all(db)
-            .await?;
-        for row in rows {
-            let key = (row.distro.clone(), row.source.clone(), row.version.clone());
-            if keys.contains(&key) {
-                found.insert(key, row);
-            }
-        }
-    }
-    Ok(found)
+    let rows = domain::intel::cache::lookup(db, keys).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            (
+                (row.distro.clone(), row.source.clone(), row.version.clone()),
+                row,
+            )
+        })
+        .collect())
 }
 
 async fn detail<C: ConnectionTrait>(
@@ -611,21 +601,7 @@ async fn detail<C: ConnectionTrait>(
             id
         })
         .collect();
-    let mut names: HashMap<Uuid, (String, Option<String>)> = scope
-        .rows::<hosts::Entity>()
-        .select_only()
-        .columns([
-            hosts::Column::Id,
-            hosts::Column::Hostname,
-            hosts::Column::DisplayName,
-        ])
-        .filter(hosts::Column::Id.is_in(listed.clone()))
-        .into_tuple::<(Uuid, String, Option<String>)>()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|(id, hostname, display)| (id, (hostname, display)))
-        .collect();
+    let mut names = super::impact::host_names(db, scope, listed.iter().copied()).await?;
     let targets = listed
         .into_iter()
         .filter_map(|id| {
@@ -891,7 +867,7 @@ impl ProposalsApi {
             .write(&txn, now)
             .await?;
         txn.commit().await?;
-        if p.status != domain::ProposalStatus::Open.to_string() {
+        if domain::ProposalStatus::from(p.status.as_str()) != domain::ProposalStatus::Open {
             state.queue.dispatch_notifications().await;
         }
         Ok(Json(summary(&p)))

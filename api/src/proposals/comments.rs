@@ -28,8 +28,8 @@ use uuid::Uuid;
 
 use crate::http::error::OrgInputErrors;
 use crate::{
-    AppState, http::access::org, http::error::ApiError, http::tags::Tag, http::text::CommentText,
-    identity::audit::Entry, identity::roles::Discuss,
+    AppState, http::access::org, http::error::ApiError, http::rights::Discuss, http::tags::Tag,
+    http::text::CommentText, identity::audit::Entry,
 };
 use entities::scope::{OrgScope, Untenanted};
 

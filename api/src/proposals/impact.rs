@@ -20,10 +20,10 @@ use crate::{
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
     http::paging::{Order, Page, Paging},
+    http::rights::ReadFleet,
     http::tags::Tag,
-    identity::roles::ReadFleet,
 };
-use entities::scope::Untenanted;
+use entities::scope::{OrgScope, Untenanted};
 
 /// A systemd unit and on how many of the proposal's hosts it would restart.
 #[derive(Object)]
@@ -289,21 +289,7 @@ impl ImpactApi {
             .all(db)
             .await?;
         let rows = paging.cut(rows, |(host, _)| *host);
-        let mut names: HashMap<Uuid, (String, Option<String>)> = scope
-            .rows::<hosts::Entity>()
-            .select_only()
-            .columns([
-                hosts::Column::Id,
-                hosts::Column::Hostname,
-                hosts::Column::DisplayName,
-            ])
-            .filter(hosts::Column::Id.is_in(rows.rows.iter().map(|(host, _)| *host)))
-            .into_tuple::<(Uuid, String, Option<String>)>()
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|(id, hostname, display)| (id, (hostname, display)))
-            .collect();
+        let mut names = host_names(db, scope, rows.rows.iter().map(|(host, _)| *host)).await?;
         Ok(Json(rows.page(|(host, impact)| {
             let (hostname, display_name) = names.remove(&host).unwrap_or_default();
             HostImpactItem {
@@ -314,4 +300,27 @@ impl ImpactApi {
             }
         })))
     }
+}
+
+/// The hostname and display name of each of `ids` still in the organization.
+pub(crate) async fn host_names<C: ConnectionTrait>(
+    db: &C,
+    scope: OrgScope,
+    ids: impl IntoIterator<Item = Uuid>,
+) -> Result<HashMap<Uuid, (String, Option<String>)>, sea_orm::DbErr> {
+    Ok(scope
+        .rows::<hosts::Entity>()
+        .select_only()
+        .columns([
+            hosts::Column::Id,
+            hosts::Column::Hostname,
+            hosts::Column::DisplayName,
+        ])
+        .filter(hosts::Column::Id.is_in(ids))
+        .into_tuple::<(Uuid, String, Option<String>)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|(id, hostname, display)| (id, (hostname, display)))
+        .collect())
 }

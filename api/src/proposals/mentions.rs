@@ -17,8 +17,8 @@ use crate::{
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
     http::paging::{Order, Page, Paging},
+    http::rights::Discuss,
     http::tags::Tag,
-    identity::roles::Discuss,
 };
 
 /// `text` lowercased with LIKE's wildcards escaped (`\` is the escape character).

@@ -25,18 +25,18 @@ use crate::{
     http::error::{OrgConflictErrors, OrgInputErrors, OrgReadErrors},
     http::input,
     http::paging::{Order, Page, Paging},
+    http::rights::{Manage, ReadFleet},
     http::tags::Tag,
     http::text::{Name, Text},
     identity::audit::Entry,
-    identity::roles::{Manage, ReadFleet},
     proposals::rollouts::{RolloutBody, RolloutView},
 };
-use entities::scope::{OrgScope, Untenanted};
-use platform::{
-    ids::{GroupId, PolicyId},
-    selector::Selector,
+use domain::{
+    fleet::selector::Selector,
     window::{Window, WindowSpec},
 };
+use entities::scope::{OrgScope, Untenanted};
+use platform::ids::{GroupId, PolicyId};
 
 /// Most approvals a policy may require.
 pub const MAX_REQUIRED_APPROVALS: i32 = 20;

@@ -3,15 +3,15 @@
 //! window would next open. Nothing is stored.
 
 use chrono::{DateTime, Utc};
+use domain::{
+    fleet::selector::Selector,
+    window::{Window, WindowSpec},
+};
 use entities::{
     groups, hosts,
     json::{JsonText, Labels},
 };
-use platform::{
-    ids::GroupId,
-    selector::Selector,
-    window::{Window, WindowSpec},
-};
+use platform::ids::GroupId;
 use poem_openapi::{Object, OpenApi, payload::Json};
 use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
@@ -26,8 +26,8 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgInputErrors},
+    http::rights::ReadFleet,
     http::tags::Tag,
-    identity::roles::ReadFleet,
 };
 use entities::scope::OrgScope;
 

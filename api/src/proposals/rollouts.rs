@@ -23,10 +23,10 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgConflictErrors, StateRefusal},
+    http::rights::Rollouts,
     http::tags::Tag,
     http::text::{Reason, Text},
     identity::audit::Entry,
-    identity::roles::Rollouts,
 };
 
 /// A count of hosts (`2`) or a percentage of the proposal's hosts (`"25%"`, rounded up).
@@ -283,7 +283,7 @@ pub struct ProposalRollout {
 
 /// The rollout block of a detail, from its row and its waves' tallies.
 pub fn view(row: &proposal_rollouts::Model, waves: Vec<(PlannedWave, Tally)>) -> ProposalRollout {
-    let halted = row.state == domain::RolloutState::Halted.as_str();
+    let halted = domain::RolloutState::from(row.state.as_str()) == domain::RolloutState::Halted;
     ProposalRollout {
         state: row.state.clone(),
         wave: u32::try_from(rollout::current_wave(row)).unwrap_or(0),

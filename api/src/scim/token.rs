@@ -21,9 +21,9 @@ use crate::{
     AppState,
     http::access::{OrgAccess, org},
     http::error::{ApiError, OrgReadErrors},
+    http::rights::IdentityProviderInPerson,
     http::tags::Tag,
     identity::audit::Entry,
-    identity::roles::IdentityProviderInPerson,
 };
 use entities::scope::OrgScope;
 

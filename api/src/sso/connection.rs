@@ -18,14 +18,11 @@ use crate::{
         ApiError, BadRequest, Errors, Forbidden, NotConfigured, NotFound, TooManyRequests,
         Unauthorized,
     },
+    http::rights::IdentityProviderInPerson,
     http::tags::Tag,
     http::text::{InvitedRoleText, Text},
     identity::audit::Entry,
-    identity::roles::IdentityProviderInPerson,
-    sso::{
-        DomainClaim, SECRET_PURPOSE, check_plan, claims_of, connection_of, redirect_uri,
-        sealing_key,
-    },
+    sso::{DomainClaim, SECRET_PURPOSE, check_plan, claims_of, connection_of, redirect_uri},
 };
 use entities::scope::OrgScope;
 
@@ -290,7 +287,7 @@ impl ConnectionApi {
         body: Json<ConnectionInput>,
     ) -> Result<Json<SsoSettings>, SaveErrors> {
         check_plan(&state, &state.db.orm, org.org_id()).await?;
-        let key = sealing_key(&state)?;
+        let key = state.sealing_key("SSO client secrets")?;
         let checked = check_input(&body)?;
         let scope = org.scope();
         let existing = connection_of(&state.db.orm, scope).await?;

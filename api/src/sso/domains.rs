@@ -14,10 +14,10 @@ use crate::{
     AppState,
     http::access::org,
     http::error::{ApiError, OrgConflictErrors, OrgReadErrors, StateRefusal},
+    http::rights::IdentityProviderInPerson,
     http::tags::Tag,
     http::text::Text,
     identity::audit::Entry,
-    identity::roles::IdentityProviderInPerson,
     sso::{DomainClaim, check_plan},
 };
 use entities::scope::{Credential, OrgScope};

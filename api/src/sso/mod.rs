@@ -39,20 +39,6 @@ pub fn redirect_uri(state: &AppState) -> String {
     )
 }
 
-/// The sealing key, or 503 `not-configured`.
-pub fn sealing_key(state: &AppState) -> Result<[u8; 32], ApiError> {
-    state
-        .config
-        .secrets_key
-        .as_ref()
-        .map(|k| *k.expose())
-        .ok_or_else(|| {
-            ApiError::NotConfigured(
-                "SECRETS_KEY is not set: this deployment cannot encrypt SSO client secrets.".into(),
-            )
-        })
-}
-
 /// 403 `plan-required` unless the organization's plan includes single sign-on.
 pub async fn check_plan<C: ConnectionTrait>(
     state: &AppState,

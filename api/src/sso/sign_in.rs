@@ -12,7 +12,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use domain::sso::SsoRole;
-use entities::{accounts, memberships, sso_connections, sso_logins};
+use entities::{memberships, sso_connections, sso_logins};
 use openidconnect::{
     AuthorizationCode, ClaimsVerificationError, CsrfToken, IdTokenClaims, LoginHint, Nonce,
     OAuth2TokenResponse as _, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope,
@@ -32,13 +32,13 @@ use crate::{
         ApiError, BadRequest, Errors, Forbidden, NotConfigured, NotFound, TooManyRequests,
     },
     http::input::Email,
+    http::rights::Role,
     http::tags::Tag,
     identity::audit::Entry,
     identity::auth::{limit_anonymous, start_session},
-    identity::roles::Role,
     sso::{
         SECRET_PURPOSE, VERIFIER_PURPOSE, check_plan, connection_of, enforce, provider,
-        redirect_uri, sealing_key,
+        redirect_uri,
     },
 };
 use entities::scope::{OrgScope, Untenanted};
@@ -170,7 +170,7 @@ impl SignInApi {
         {
             return Err(ApiError::NotFound.into());
         }
-        let key = sealing_key(&state)?;
+        let key = state.sealing_key("SSO client secrets")?;
         let now = state.clock.now();
         let metadata = state
             .sso
@@ -300,7 +300,7 @@ impl SignInApi {
                 ApiError::invalid("Single sign-on is not enabled for this organization.")
             })?;
         check_plan(&state, &state.db.orm, login.org_id).await?;
-        let key = sealing_key(&state)?;
+        let key = state.sealing_key("SSO client secrets")?;
         let secret = open(&key, &connection.client_secret, SECRET_PURPOSE)?;
         let verifier = open(&key, &login.pkce_verifier, VERIFIER_PURPOSE)?;
         let redirect = RedirectUrl::new(redirect_uri(&state))
@@ -394,26 +394,8 @@ impl SignInApi {
 
         let ip = access::client_ip(req);
         let txn = state.db.begin_write().await?;
-        let existing = accounts::Entity::rows()
-            .filter(accounts::Column::Email.eq(email.as_str()))
-            .one(&txn)
-            .await?;
-        let created = existing.is_none();
-        let account = match existing {
-            Some(account) => account,
-            None => {
-                accounts::ActiveModel {
-                    id: Set(platform::ids::new_uuid()),
-                    email: Set(email.as_str().to_owned()),
-                    name: Set(name),
-                    time_zone: Set("UTC".into()),
-                    created_at: Set(now),
-                    updated_at: Set(now),
-                }
-                .insert(&txn)
-                .await?
-            }
-        };
+        let (account, created) =
+            domain::accounts::for_address(&txn, email.as_str(), name, now).await?;
         let membership = scope.member(account.id.into()).one(&txn).await?;
         let given = Role::from(role);
         let (joined, final_role) = match membership {
@@ -429,8 +411,8 @@ impl SignInApi {
                 (true, given.as_str().to_owned())
             }
             // An owner stays owner: the provider never makes or unmakes one.
-            Some(member) if member.role == Role::Owner.as_str() => (false, member.role),
-            Some(member) if member.role != given.as_str() => {
+            Some(member) if Role::stored(&member.role) == Some(Role::Owner) => (false, member.role),
+            Some(member) if Role::stored(&member.role) != Some(given) => {
                 let mut changed: memberships::ActiveModel = member.into();
                 changed.role = Set(given.as_str().to_owned());
                 changed.update(&txn).await?;

@@ -282,15 +282,8 @@ async fn checkout_completed(
         }
         None => {
             subscriptions::ActiveModel {
-                org_id: Set(org.id),
-                plan: Set(None),
                 customer_id: Set(Some(customer.clone())),
-                subscription_id: Set(None),
-                status: Set(None),
-                current_period_end: Set(None),
-                billable_from: Set(None),
-                event_created: Set(None),
-                updated_at: Set(now),
+                ..super::lookup::unlinked(org.id, now)
             }
             .insert(txn)
             .await?

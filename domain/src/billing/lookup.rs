@@ -92,6 +92,22 @@ pub fn effective(row: Option<&subscriptions::Model>, default_plan: &Plan) -> Pla
     }
 }
 
+/// A subscription row of `org_id` that nothing has filled in yet: no plan set by hand, nothing
+/// linked by the processor.
+pub(super) fn unlinked(org_id: uuid::Uuid, now: DateTime<Utc>) -> subscriptions::ActiveModel {
+    subscriptions::ActiveModel {
+        org_id: Set(org_id),
+        plan: Set(None),
+        customer_id: Set(None),
+        subscription_id: Set(None),
+        status: Set(None),
+        current_period_end: Set(None),
+        billable_from: Set(None),
+        event_created: Set(None),
+        updated_at: Set(now),
+    }
+}
+
 /// Sets the organization's plan by hand (`api plan set`), keeping whatever the processor
 /// linked (customer, subscription) but not its status: the operator's plan applies as set,
 /// until the processor's next subscription event sets plan and status again.
@@ -102,15 +118,8 @@ pub async fn set_plan<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     subscriptions::Entity::insert(subscriptions::ActiveModel {
-        org_id: Set(org_id.uuid()),
         plan: Set(Some(plan.to_string())),
-        customer_id: Set(None),
-        subscription_id: Set(None),
-        status: Set(None),
-        current_period_end: Set(None),
-        billable_from: Set(None),
-        event_created: Set(None),
-        updated_at: Set(now),
+        ..unlinked(org_id.uuid(), now)
     })
     .on_conflict(
         OnConflict::column(subscriptions::Column::OrgId)

@@ -3,6 +3,7 @@
 //! (`notify.dispatch`), so the change never waits for a channel.
 
 use chrono::{DateTime, Utc};
+use entities::json::JsonText;
 use entities::scope::{OrgScope, Untenanted};
 use entities::{hosts, notification_events, organizations, proposal_impacts, proposals};
 use platform::ids::{HostId, ProposalId};
@@ -41,7 +42,7 @@ pub async fn emit<C: ConnectionTrait>(
         kind: Set(kind.as_str().to_owned()),
         subject: Set(subject),
         channel_id: Set(only),
-        data: Set(data.to_string()),
+        data: Set(JsonText::new(&data)?),
         created_at: Set(now),
         dispatched_at: Set(None),
     }

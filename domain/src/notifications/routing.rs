@@ -1,23 +1,23 @@
 //! Which channels an event goes to: a `test` event to the one channel it names, any other to
 //! every channel of its organization whose `events` filter is absent (all) or names it.
 
+use entities::json::JsonText;
+
 use super::EventKind;
 
-/// A channel's filter as stored: a JSON array of event types, or null for every event.
-pub fn parse_filter(stored: Option<&str>) -> Option<Vec<String>> {
-    stored.and_then(|text| serde_json::from_str::<Vec<String>>(text).ok())
+/// A channel's filter as stored: a JSON array of event types, or null for every event (also
+/// shown for a filter that cannot be read, which routes every event; see [`wants`]).
+pub fn parse_filter(stored: Option<&JsonText<Vec<String>>>) -> Option<Vec<String>> {
+    stored.and_then(|filter| filter.read().ok())
 }
 
 /// Whether a channel with `filter` (as stored) wants an event of `kind`. An unreadable filter
 /// is treated as every event: a channel configured to hear things must not fall silent.
-pub fn wants(filter: Option<&str>, kind: EventKind) -> bool {
-    match (kind, filter) {
+pub fn wants(filter: Option<&JsonText<Vec<String>>>, kind: EventKind) -> bool {
+    match (kind, filter.map(JsonText::read)) {
         (EventKind::Test, _) => false,
-        (_, None) => true,
-        (_, Some(text)) => match serde_json::from_str::<Vec<String>>(text) {
-            Ok(list) => list.iter().any(|k| k == kind.as_str()),
-            Err(_) => true,
-        },
+        (_, None | Some(Err(_))) => true,
+        (_, Some(Ok(list))) => list.iter().any(|k| k.parse() == Ok(kind)),
     }
 }
 
@@ -34,18 +34,30 @@ mod tests {
 
     #[test]
     fn a_filter_names_the_events_a_channel_hears() {
-        let filter = r#"["proposal.failed","host.offline"]"#;
-        assert!(wants(Some(filter), EventKind::ProposalFailed));
-        assert!(wants(Some(filter), EventKind::HostOffline));
-        assert!(!wants(Some(filter), EventKind::ProposalApproved));
-        assert!(!wants(Some("[]"), EventKind::ProposalApproved));
+        let filter = JsonText::from_stored(r#"["proposal.failed","host.offline"]"#);
+        let filter = Some(&filter);
+        assert!(wants(filter, EventKind::ProposalFailed));
+        assert!(wants(filter, EventKind::HostOffline));
+        assert!(!wants(filter, EventKind::ProposalApproved));
+        assert!(!wants(
+            Some(&JsonText::from_stored("[]")),
+            EventKind::ProposalApproved
+        ));
         assert_eq!(
-            parse_filter(Some(filter)),
+            parse_filter(filter),
             Some(vec![
                 "proposal.failed".to_owned(),
                 "host.offline".to_owned()
             ])
         );
         assert_eq!(parse_filter(None), None);
+    }
+
+    #[test]
+    fn a_filter_that_cannot_be_read_routes_every_event_and_shows_none() {
+        let broken = JsonText::from_stored(r#"["proposal.failed""#);
+        assert!(wants(Some(&broken), EventKind::ProposalApproved));
+        assert!(!wants(Some(&broken), EventKind::Test));
+        assert_eq!(parse_filter(Some(&broken)), None);
     }
 }

@@ -10,6 +10,17 @@ pub struct ChangeKey {
 }
 
 impl ChangeKey {
+    /// openssl 1 → 2 (deb), for tests.
+    #[cfg(test)]
+    pub(crate) fn example() -> Self {
+        ChangeKey {
+            package: "openssl".into(),
+            ecosystem: "deb".into(),
+            from_version: "1".into(),
+            to_version: "2".into(),
+        }
+    }
+
     /// The update itself, whatever version a host starts from.
     pub fn target(&self) -> (&str, &str, &str) {
         (&self.package, &self.ecosystem, &self.to_version)

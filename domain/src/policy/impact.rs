@@ -281,12 +281,7 @@ mod tests {
 
     fn reported(impact: Option<Impact>, requires_reboot: bool) -> Reported {
         Reported::new(
-            ChangeKey {
-                package: "openssl".into(),
-                ecosystem: "deb".into(),
-                from_version: "1".into(),
-                to_version: "2".into(),
-            },
+            ChangeKey::example(),
             None,
             false,
             JsonText::from_stored("[]"),

@@ -334,12 +334,7 @@ mod tests {
     #[test]
     fn unreadable_advisories_are_an_error_when_used_not_when_kept() {
         let broken = Reported::new(
-            ChangeKey {
-                package: "openssl".into(),
-                ecosystem: "deb".into(),
-                from_version: "1".into(),
-                to_version: "2".into(),
-            },
+            ChangeKey::example(),
             None,
             true,
             JsonText::from_stored(r#"[{"external_id":"1""#),

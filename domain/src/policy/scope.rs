@@ -6,11 +6,11 @@
 
 use std::collections::BTreeSet;
 
+use crate::fleet::selector::Selector;
 use entities::{
     json::{JsonText, Labels},
     policies,
 };
-use platform::selector::Selector;
 use uuid::Uuid;
 
 /// A policy's scope, read from its row.

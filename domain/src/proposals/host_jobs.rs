@@ -6,16 +6,14 @@
 use entities::scope::{AllOrgs, Untenanted};
 use std::collections::{HashMap, HashSet};
 
+use crate::window::WindowSpec;
 use chrono::{DateTime, Utc};
 use entities::{
     host_jobs, hosts,
     json::{JobChange, JobPayload, JsonText},
     proposal_changes, proposal_hosts, proposals,
 };
-use platform::{
-    ids::{HostId, ProposalId},
-    window::WindowSpec,
-};
+use platform::ids::{HostId, ProposalId};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };

@@ -27,9 +27,9 @@
 use std::{sync::Arc, time::Instant};
 
 use anyhow::Context;
-use api::identity::roles::Role;
 use chrono::{Datelike, Duration, NaiveDate};
 use clap::{Parser, Subcommand};
+use domain::roles::Role;
 use entities::{accounts, host_days, hosts, memberships, organizations, subscriptions, usage_days};
 use platform::{
     clock::{Clock, SystemClock},

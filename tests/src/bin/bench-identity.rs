@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use api::identity::roles::Role;
 use clap::Parser;
+use domain::roles::Role;
 use entities::{accounts, memberships, organizations};
 use platform::{
     clock::{Clock, SystemClock},

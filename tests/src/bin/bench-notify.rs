@@ -21,8 +21,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use api::identity::roles::Role;
 use clap::Parser;
+use domain::roles::Role;
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;

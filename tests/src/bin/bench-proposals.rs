@@ -69,8 +69,8 @@ use anyhow::{Context, bail, ensure};
 use apalis::prelude::{TaskBuilder, TaskSink};
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
-use api::identity::roles::Role;
 use clap::Parser;
+use domain::roles::Role;
 use entities::{
     accounts, api_tokens, host_updates, hosts,
     json::{Advisory, Impact, ImpactInstall, JsonText},

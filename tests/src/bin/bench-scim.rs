@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use api::identity::roles::Role;
 use clap::Parser;
+use domain::roles::Role;
 use entities::{accounts, memberships, organizations, scim_tokens, scim_users};
 use platform::{
     clock::{Clock, SystemClock},

@@ -454,11 +454,17 @@ async fn http(args: HttpArgs) -> anyhow::Result<()> {
                             .data(state.clone())
                             .with(SettleChanges::new(&state.db)),
                     )
-                    .with(Edge);
+                    .with(Edge::<api::scim::v2::wire::ScimPaths>::default());
                 serve_endpoint(app, shutdown.clone()).await?
             }
             Target::BareEdge | Target::BareEdgeLog => {
-                serve_endpoint(bare().with(Edge).map_to_response(), shutdown.clone()).await?
+                serve_endpoint(
+                    bare()
+                        .with(Edge::<api::scim::v2::wire::ScimPaths>::default())
+                        .map_to_response(),
+                    shutdown.clone(),
+                )
+                .await?
             }
             Target::Openapi => {
                 let app = poem::Route::new()

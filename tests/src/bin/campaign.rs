@@ -598,7 +598,7 @@ async fn queue(claims: &mut Claims, short: bool) -> anyhow::Result<()> {
     app.clock.set(real_now());
     app.organization("acme").await;
     let owner = app
-        .member("acme", api::identity::roles::Role::Owner, "owner@acme.test")
+        .member("acme", domain::roles::Role::Owner, "owner@acme.test")
         .await;
 
     let webhook_ids: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -1177,7 +1177,7 @@ async fn revocation(claims: &mut Claims, short: bool) -> anyhow::Result<()> {
     app.clock.set(real_now());
     app.organization("acme").await;
     let owner = app
-        .member("acme", api::identity::roles::Role::Owner, "owner@acme.test")
+        .member("acme", domain::roles::Role::Owner, "owner@acme.test")
         .await;
     let dir = tempfile::Builder::new()
         .prefix("campaign-replicas")

@@ -3,7 +3,7 @@
 //! list of operations (so one added later without a row here fails), never the rules themselves,
 //! so loosening a requirement in the code fails this test.
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tests::{As, TestApp};

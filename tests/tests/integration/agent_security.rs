@@ -3,7 +3,7 @@
 //! key, signed calls are limited per host, and what agents report is bounded before people see
 //! it.
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::host_keys;
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};

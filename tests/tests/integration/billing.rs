@@ -687,10 +687,10 @@ async fn billing_shows_the_plan_and_subscription_to_the_owner_only() {
     );
 
     let admin = app
-        .member("acme", api::identity::roles::Role::Admin, "admin@acme.test")
+        .member("acme", domain::roles::Role::Admin, "admin@acme.test")
         .await;
     let token = app
-        .api_token(&owner, "acme", api::identity::roles::Role::Owner)
+        .api_token(&owner, "acme", domain::roles::Role::Owner)
         .await;
     let stranger = app.sign_up("owner@other.test", "other").await;
     for path in ["/v1/orgs/acme/billing", "/v1/orgs/acme/billing/usage"] {
@@ -819,7 +819,7 @@ async fn checkout_asks_the_processor_for_a_session_naming_the_organization() {
             .assert_problem(400, "invalid-request");
     }
     let admin = app
-        .member("acme", api::identity::roles::Role::Admin, "admin@acme.test")
+        .member("acme", domain::roles::Role::Admin, "admin@acme.test")
         .await;
     checkout(&app, As::Session(&admin), json!({"plan": "team"}))
         .await
@@ -832,7 +832,7 @@ async fn checkout_asks_the_processor_for_a_session_naming_the_organization() {
     .await
     .assert_problem(403, "forbidden");
     let token = app
-        .api_token(&owner, "acme", api::identity::roles::Role::Owner)
+        .api_token(&owner, "acme", domain::roles::Role::Owner)
         .await;
     checkout(&app, As::Bearer(&token), json!({"plan": "team"}))
         .await

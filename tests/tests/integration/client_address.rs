@@ -2,8 +2,8 @@
 //! `TRUSTED_PROXIES`; then the rightmost `X-Forwarded-For` entry that is not a trusted proxy.
 //! Per-address limits and the audit log both use it, and idle limiter rows are purged.
 
-use api::identity::roles::Role;
 use chrono::Duration;
+use domain::roles::Role;
 use platform::jobs::Housekeeping;
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -2,8 +2,8 @@
 //! updates, host counts, policy previews, mention completion, preflight on the detail) and
 //! how the api serves the embedded console beside the API.
 
-use api::identity::roles::Role;
 use chrono::Utc;
+use domain::roles::Role;
 use entities::known_exploited;
 use reqwest::Method;
 use sea_orm::{ActiveModelTrait, Set};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::email_tokens;
 use reqwest::Method;
 use sea_orm::{EntityTrait, PaginatorTrait};

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use api::identity::roles::Role;
 use chrono::Duration;
+use domain::roles::Role;
 use reqwest::Method;
 use serde_json::json;
 use tests::{As, TestApp};

@@ -136,7 +136,7 @@ async fn the_liveness_probe_answers_as_its_documented_operation() {
     let allowed = api::http::openapi::AllowedMethods::from_document(&api::openapi_json(&app.state));
     let documented = poem::Route::new()
         .nest("/", api::openapi(&app.state).with(allowed))
-        .with(api::http::middleware::Edge);
+        .with(api::http::middleware::Edge::<api::scim::v2::wire::ScimPaths>::default());
     let request = |method: &Method| {
         poem::Request::builder()
             .method(method.clone())

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use reqwest::Method;
 use serde_json::json;
 use tests::{As, TestApp};

@@ -6,7 +6,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use apalis::prelude::Data;
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::{changelogs, notification_events};
 use platform::jobs::{FetchChangelog, ReadAgentManifest, RefreshKev};
 use reqwest::Method;

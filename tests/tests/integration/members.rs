@@ -1,7 +1,7 @@
 //! Members, invitations, API tokens and the audit log.
 
-use api::identity::roles::Role;
 use chrono::Duration;
+use domain::roles::Role;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tests::{As, TestApp, identity::session_cookie};

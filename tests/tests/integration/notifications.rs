@@ -6,9 +6,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use api::identity::roles::Role;
 use base64::{Engine, engine::general_purpose::STANDARD};
 use chrono::{TimeZone, Utc};
+use domain::roles::Role;
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! invitation operation and changing or removing members are refused 403 `forbidden`, so a
 //! leaked token can neither mint a lasting one nor bring an outsider in.
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tests::{As, TestApp};

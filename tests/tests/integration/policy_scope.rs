@@ -3,7 +3,7 @@
 //! no window; a host whose labels cannot be read is in no selector's scope and is a 500 until
 //! new labels repair it; preflight and host jobs name or refuse what they cannot read.
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::{groups, host_jobs, hosts, policies, proposals};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};

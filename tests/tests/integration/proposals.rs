@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use api::identity::roles::Role;
 use chrono::{DateTime, TimeZone, Utc};
+use domain::roles::Role;
 use entities::{audit_events, known_exploited, organizations, proposal_decisions};
 use reqwest::Method;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};

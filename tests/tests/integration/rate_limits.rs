@@ -2,8 +2,8 @@
 //! burst, `RateLimit-*` on every answer, one organization never touching another, and each
 //! caller held to its share so that one of them cannot spend the whole organization's.
 
-use api::identity::roles::Role;
 use chrono::Duration;
+use domain::roles::Role;
 use reqwest::Method;
 use tests::{As, TestApp};
 

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::hosts;
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};

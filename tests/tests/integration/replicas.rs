@@ -5,7 +5,7 @@
 //! there the "other replica" is the same server, and what is shown is that the process's own
 //! change is in force at once.
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use reqwest::Method;
 use serde_json::json;
 use tests::{As, Session, TestApp, processes::ApiReplica};

@@ -61,7 +61,7 @@ async fn event(
         kind: Set(kind.into()),
         subject: Set(subject.map(str::to_owned)),
         channel_id: Set(None),
-        data: Set("{}".into()),
+        data: Set(entities::json::JsonText::from_stored("{}")),
         created_at: Set(at),
         dispatched_at: Set(dispatched.then_some(at)),
     }

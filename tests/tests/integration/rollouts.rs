@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::{host_jobs, notification_deliveries, policies, proposal_rollouts};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};

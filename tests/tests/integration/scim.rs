@@ -4,7 +4,7 @@
 //! deleted; revoked tokens, other organizations' ids, bad filters, the last owner, and the
 //! PATCH bodies Okta and Microsoft Entra send, verbatim.
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tests::{As, TestApp, TestResponse};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use api::identity::roles::Role;
+use domain::roles::Role;
 use entities::{audit_events, memberships, organizations, sso_connections, sso_logins};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};

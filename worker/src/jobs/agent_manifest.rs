@@ -3,7 +3,6 @@
 //! unknown channel, a version that is not semver) is a warning and the channels already known
 //! are kept.
 
-use anyhow::Context;
 use apalis::prelude::{BoxDynError, Data};
 use domain::intel::releases;
 use platform::jobs::ReadAgentManifest;
@@ -14,7 +13,13 @@ pub async fn run(_job: ReadAgentManifest, deps: Data<Deps>) -> Result<(), BoxDyn
     let Some(url) = deps.config.agent_manifest_url.clone() else {
         return Ok(());
     };
-    match read(&deps, &url).await {
+    let manifest = deps.outbound.fetch_document(
+        &url,
+        releases::MAX_MANIFEST_BYTES,
+        "the manifest",
+        releases::parse,
+    );
+    match manifest.await {
         Ok(channels) => {
             releases::store(&deps.db, channels, deps.clock.now()).await?;
         }
@@ -26,13 +31,4 @@ pub async fn run(_job: ReadAgentManifest, deps: Data<Deps>) -> Result<(), BoxDyn
         }
     }
     Ok(())
-}
-
-async fn read(deps: &Deps, url: &url::Url) -> anyhow::Result<Vec<releases::Release>> {
-    let body = deps
-        .outbound
-        .fetch(url, releases::MAX_MANIFEST_BYTES)
-        .await
-        .context("fetching the manifest")?;
-    releases::parse(&body).context("reading the manifest")
 }

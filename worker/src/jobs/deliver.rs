@@ -118,7 +118,10 @@ async fn attempt(
     let Ok(kind) = event.kind.parse::<EventKind>() else {
         return failed(format!("unknown event type {}", event.kind));
     };
-    let mut data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+    let mut data = match event.data.read() {
+        Ok(data) => data,
+        Err(err) => return failed(format!("the event's data cannot be read: {err}")),
+    };
     if let (Some(url), Value::Object(fields)) = (
         link(&deps.config.base_url, &data, event.subject.as_deref()),
         &mut data,

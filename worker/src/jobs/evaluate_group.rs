@@ -10,6 +10,7 @@ use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::BTreeSet;
 
 use apalis::prelude::{BoxDynError, Data};
+use domain::fleet::selector::Selector;
 use entities::{
     group_hosts, groups, hosts,
     json::{JsonText, Labels},
@@ -17,7 +18,6 @@ use entities::{
 use platform::{
     ids::{GroupId, HostId},
     jobs::EvaluateGroup,
-    selector::Selector,
 };
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;

@@ -11,8 +11,9 @@ use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::BTreeSet;
 
 use apalis::prelude::{BoxDynError, Data};
+use domain::fleet::selector::Selector;
 use entities::{group_hosts, groups, host_updates, hosts, json::Labels};
-use platform::{ids::HostId, jobs::EvaluateHost, selector::Selector};
+use platform::{ids::HostId, jobs::EvaluateHost};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr};
 use uuid::Uuid;
 

@@ -5,7 +5,6 @@
 //! that fix them evaluate again, which marks those proposals `known_exploited` and announces
 //! `advisory.known_exploited` once per organization and CVE.
 
-use anyhow::Context;
 use apalis::prelude::{BoxDynError, Data};
 use domain::intel::kev;
 use platform::jobs::RefreshKev;
@@ -15,7 +14,10 @@ use crate::Deps;
 pub async fn run(_job: RefreshKev, deps: Data<Deps>) -> Result<(), BoxDynError> {
     let mut added = kev::load_snapshot_if_empty(&deps.db).await?;
     if let Some(url) = deps.config.kev_url.clone() {
-        match read_feed(&deps, &url).await {
+        let feed = deps
+            .outbound
+            .fetch_document(&url, kev::MAX_FEED_BYTES, "the feed", kev::parse);
+        match feed.await {
             Ok(records) => {
                 let new = kev::store(&deps.db, records).await?;
                 tracing::info!(added = new.len(), "known-exploited catalogue refreshed");
@@ -34,13 +36,4 @@ pub async fn run(_job: RefreshKev, deps: Data<Deps>) -> Result<(), BoxDynError> 
         domain::policy::mark_policies_dirty(&deps.db, &policies, deps.clock.now()).await?;
     }
     Ok(())
-}
-
-async fn read_feed(deps: &Deps, url: &url::Url) -> anyhow::Result<Vec<kev::Record>> {
-    let body = deps
-        .outbound
-        .fetch(url, kev::MAX_FEED_BYTES)
-        .await
-        .context("fetching the feed")?;
-    kev::parse(&body).context("reading the feed")
 }

@@ -92,7 +92,7 @@ async fn dispatch_batch(deps: &Deps, now: DateTime<Utc>) -> Result<u64, BoxDynEr
         let targets = org_channels.iter().filter(|c| match event.channel_id {
             // A `test` event goes to its one channel, whatever its filter.
             Some(only) => c.id == only,
-            None => routing::wants(c.events.as_deref(), kind),
+            None => routing::wants(c.events.as_ref(), kind),
         });
         rows.extend(targets.map(|channel| notification_deliveries::ActiveModel {
             id: Set(platform::ids::new_uuid()),

@@ -19,7 +19,7 @@ use super::wire::ScimError;
 use crate::{
     AppState,
     http::access::limit_org_for,
-    identity::roles::Role,
+    http::rights::Role,
     scim::token::{SCIM_TOKEN_PREFIX, check_plan},
 };
 use entities::scope::{Credential, OrgScope};
@@ -72,7 +72,7 @@ async fn authenticate(req: &Request) -> Result<Provider, ScimError> {
         .member(AccountId::from(record.issued_by))
         .one(&state.db.orm)
         .await?
-        .is_some_and(|m| m.role == Role::Owner.as_str());
+        .is_some_and(|m| Role::stored(&m.role) == Some(Role::Owner));
     if !issuer_is_owner {
         let txn = state.db.begin_write().await?;
         crate::scim::token::revoke_issued_by(

@@ -16,18 +16,17 @@ use std::{collections::BTreeSet, sync::Mutex};
 
 use chrono::{DateTime, Utc};
 use entities::{
-    accounts, api_tokens, invitations, memberships, scim_group_members, scim_groups, scim_tokens,
-    scim_users, sessions, sso_connections, sso_domains,
+    accounts, invitations, memberships, scim_group_members, scim_groups, scim_tokens, scim_users,
+    sessions, sso_connections, sso_domains,
 };
 use platform::ids::{AccountId, InvitationId};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, PaginatorTrait, QueryFilter, Set,
-    sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, QueryFilter, Set, sea_query::Expr,
 };
 use uuid::Uuid;
 
 use super::wire::ScimError;
-use crate::{AppState, identity::audit::Entry, identity::roles::Role};
+use crate::{AppState, http::rights::Role, identity::audit::Entry};
 use entities::scope::{OrgScope, Untenanted};
 
 /// How groups become roles (the SSO connection's mappings and default), which addresses the
@@ -151,14 +150,6 @@ pub async fn group_names(
         .collect())
 }
 
-async fn owners(txn: &DatabaseTransaction, scope: OrgScope) -> Result<u64, ScimError> {
-    Ok(scope
-        .rows::<memberships::Entity>()
-        .filter(memberships::Column::Role.eq(Role::Owner.as_str()))
-        .count(txn)
-        .await?)
-}
-
 /// Brings `account_id`'s membership in line with its SCIM user (absent: deleted) and groups.
 pub async fn sync_member(
     txn: &DatabaseTransaction,
@@ -249,7 +240,8 @@ async fn sync(
         }
         (None, Some(_)) => {}
         (Some(member), Some(role)) => {
-            if member.role != Role::Owner.as_str() && member.role != role.as_str() {
+            let held = Role::stored(&member.role);
+            if held != Some(Role::Owner) && held != Some(role) {
                 let from = member.role.clone();
                 let mut changed: memberships::ActiveModel = member.into();
                 changed.role = Set(role.as_str().to_owned());
@@ -264,12 +256,12 @@ async fn sync(
         }
         (Some(_), None) if active && keep_unmapped => {}
         (Some(member), None) => {
-            if member.role == Role::Owner.as_str() {
+            if Role::stored(&member.role) == Some(Role::Owner) {
                 if active {
                     // An owner stays owner whatever their groups say.
                     return Ok(());
                 }
-                if owners(txn, scope).await? <= 1 {
+                if crate::identity::members::owners(txn, scope).await? <= 1 {
                     return Err(ScimError::last_owner());
                 }
             }
@@ -310,7 +302,7 @@ async fn invite(
     now: DateTime<Utc>,
 ) -> Result<(), ScimError> {
     if let Some(pending) = pending_invitation(txn, scope, email, now).await? {
-        if pending.role != role.as_str() {
+        if Role::stored(&pending.role) != Some(role) {
             let mut changed: invitations::ActiveModel = pending.into();
             changed.role = Set(role.as_str().to_owned());
             changed.update(txn).await?;
@@ -387,21 +379,7 @@ async fn remove_member(
     controlled: bool,
     now: DateTime<Utc>,
 ) -> Result<(), ScimError> {
-    scope
-        .delete_rows::<memberships::Entity>()
-        .filter(memberships::Column::AccountId.eq(account_id))
-        .exec(txn)
-        .await?;
-    scope
-        .update_rows::<api_tokens::Entity>()
-        .col_expr(api_tokens::Column::RevokedAt, Expr::value(now))
-        .filter(api_tokens::Column::CreatedBy.eq(account_id))
-        .filter(api_tokens::Column::RevokedAt.is_null())
-        .exec(txn)
-        .await?;
-    if role == Role::Owner.as_str() {
-        crate::scim::token::revoke_issued_by(txn, scope, account_id, now).await?;
-    }
+    crate::identity::members::end_membership(txn, scope, account_id, role, now).await?;
     // Sessions belong to the person, not to one organization: only an identity the
     // organization controls (at its verified domains) is signed out everywhere, so that
     // nobody's provider can sign strangers out.

@@ -80,6 +80,26 @@ pub struct Email {
     pub primary: Option<bool>,
 }
 
+impl From<entities::json::ScimEmail> for Email {
+    fn from(stored: entities::json::ScimEmail) -> Self {
+        Email {
+            value: stored.value,
+            kind: stored.kind,
+            primary: stored.primary,
+        }
+    }
+}
+
+impl From<Email> for entities::json::ScimEmail {
+    fn from(email: Email) -> Self {
+        entities::json::ScimEmail {
+            value: email.value,
+            kind: email.kind,
+            primary: email.primary,
+        }
+    }
+}
+
 /// A reference to a group (in a user) or to a user (in a group's `members`).
 #[derive(Object, Serialize, Deserialize, Debug, Clone)]
 #[oai(rename = "ScimReference")]

@@ -8,7 +8,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
-use entities::{accounts, scim_group_members, scim_groups, scim_users};
+use entities::json::{JsonText, ScimEmail};
+use entities::{scim_group_members, scim_groups, scim_users};
 use platform::ids::{AccountId, ScimGroupId};
 use scim_v2::filter::{AttrExp, CompValue, CompareOp, Filter, PatchPath, ValFilter};
 use sea_orm::{
@@ -26,7 +27,7 @@ use super::{
     wire::ScimError,
 };
 use crate::{AppState, http::input};
-use entities::scope::{OrgScope, Tenant, Untenanted};
+use entities::scope::{OrgScope, Tenant};
 
 /// Longest `userName`, `externalId`, `displayName` or name part accepted.
 const MAX_TEXT: usize = 255;
@@ -143,10 +144,17 @@ struct Draft {
     active: bool,
 }
 
-fn read_emails(stored: Option<&str>) -> Vec<Email> {
-    stored
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default()
+/// The stored emails; none when there are none, and none (with a warning) when they cannot be
+/// read: the provider sends them again with its next update of the user.
+fn read_emails(stored: Option<&JsonText<Vec<ScimEmail>>>) -> Vec<Email> {
+    match stored.map(JsonText::read) {
+        None => Vec::new(),
+        Some(Ok(list)) => list.into_iter().map(Email::from).collect(),
+        Some(Err(err)) => {
+            tracing::warn!(error = %err, "a SCIM user's stored emails cannot be read: shown as none");
+            Vec::new()
+        }
+    }
 }
 
 fn emails_of(value: &serde_json::Value) -> Result<Vec<Email>, ScimError> {
@@ -184,7 +192,7 @@ impl Draft {
             display_name: row.display_name.clone(),
             given_name: row.given_name.clone(),
             family_name: row.family_name.clone(),
-            emails: read_emails(row.emails.as_deref()),
+            emails: read_emails(row.emails.as_ref()),
             active: row.active,
         }
     }
@@ -507,7 +515,7 @@ pub async fn resources<C: sea_orm::ConnectionTrait>(
 }
 
 fn resource(state: &AppState, row: scim_users::Model, groups: Vec<Reference>) -> User {
-    let stored_emails = read_emails(row.emails.as_deref());
+    let stored_emails = read_emails(row.emails.as_ref());
     let name = (row.given_name.is_some() || row.family_name.is_some()).then(|| Name {
         given_name: row.given_name.clone(),
         family_name: row.family_name.clone(),
@@ -594,11 +602,12 @@ where
     Ok(query.count(txn).await? > 0)
 }
 
-fn stored_emails(emails: &[Email]) -> Result<Option<String>, ScimError> {
+fn stored_emails(emails: &[Email]) -> Result<Option<JsonText<Vec<ScimEmail>>>, ScimError> {
     if emails.is_empty() {
         return Ok(None);
     }
-    serde_json::to_string(emails)
+    let list: Vec<ScimEmail> = emails.iter().cloned().map(ScimEmail::from).collect();
+    JsonText::new(&list)
         .map(Some)
         .map_err(|e| ScimError::internal(anyhow::anyhow!("store emails: {e}")))
 }
@@ -643,31 +652,16 @@ pub async fn create(
     {
         return Err(ScimError::uniqueness("A user with that userName exists."));
     }
-    let account = match accounts::Entity::rows()
-        .filter(accounts::Column::Email.eq(email.clone()))
-        .one(&txn)
-        .await?
-    {
-        Some(account) => account,
-        None => {
-            accounts::ActiveModel {
-                id: Set(platform::ids::new_uuid()),
-                email: Set(email),
-                name: Set(draft.display_name.clone().or_else(|| {
-                    match (&draft.given_name, &draft.family_name) {
-                        (Some(g), Some(f)) => Some(format!("{g} {f}")),
-                        (Some(one), None) | (None, Some(one)) => Some(one.clone()),
-                        (None, None) => None,
-                    }
-                })),
-                time_zone: Set("UTC".into()),
-                created_at: Set(now),
-                updated_at: Set(now),
-            }
-            .insert(&txn)
-            .await?
-        }
-    };
+    let name =
+        draft
+            .display_name
+            .clone()
+            .or_else(|| match (&draft.given_name, &draft.family_name) {
+                (Some(g), Some(f)) => Some(format!("{g} {f}")),
+                (Some(one), None) | (None, Some(one)) => Some(one.clone()),
+                (None, None) => None,
+            });
+    let (account, _) = domain::accounts::for_address(&txn, &email, name, now).await?;
     if find(&txn, scope, &AccountId::from(account.id).to_string())
         .await?
         .is_some()

@@ -402,6 +402,33 @@ pub fn is_scim_path(path: &str) -> bool {
     path == "/scim/v2" || path.starts_with("/scim/v2/")
 }
 
+/// The SCIM protocol's paths, at the edge: SCIM's own error messages, whatever raised them (the
+/// handler, the access code, poem's routing and parsing, the body limit, a panic), and SCIM's
+/// own error documentation.
+pub struct ScimPaths;
+
+impl crate::http::middleware::OwnErrors for ScimPaths {
+    fn covers(path: &str) -> bool {
+        is_scim_path(path)
+    }
+
+    fn response(err: poem::Error) -> poem::Response {
+        if let Some(scim) = err.downcast_ref::<ScimError>() {
+            return poem::error::ResponseError::as_response(scim);
+        }
+        let scim = match err.downcast_ref::<ApiError>() {
+            Some(ApiError::Internal(cause)) => ScimError::internal(anyhow::anyhow!("{cause:#}")),
+            Some(api) => ScimError::from_api(api),
+            None if err.status().is_server_error() => ScimError::internal(anyhow::anyhow!("{err}")),
+            None => match crate::http::error::api_error_for_poem_error(&err) {
+                ApiError::Internal(cause) => ScimError::internal(cause),
+                api => ScimError::from_api(&api),
+            },
+        };
+        poem::IntoResponse::into_response(scim)
+    }
+}
+
 /// A resource (or a list of them) cut to the `attributes` / `excludedAttributes` a request
 /// names (RFC 7644 §3.4.2.5, §3.9): `T`'s schema in the document, the cut JSON on the wire.
 pub struct Projected<T> {

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeSet;
 
+use crate::fleet::selector::Selector;
 use chrono::{DateTime, Duration, Utc};
 use entities::json::{Amount, Labels, RolloutSpec, WaveSpec};
-use platform::selector::Selector;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 

@@ -280,7 +280,7 @@ async fn set_state<C: ConnectionTrait>(
     due_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if row.state == state.as_str() && row.due_at == due_at {
+    if RolloutState::from(row.state.as_str()) == state && row.due_at == due_at {
         return Ok(());
     }
     AllOrgs::update_rows::<proposal_rollouts::Entity>()

@@ -70,6 +70,7 @@ use chrono::{
     DateTime, Datelike, Days, Months, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone,
     Timelike, Utc, Weekday,
 };
+use entities::json::WindowSpec;
 use rrule::{Frequency, RRule, RRuleError, RRuleSet, Unvalidated, ValidationError};
 
 /// The longest rule text accepted, in bytes.
@@ -88,18 +89,6 @@ const MAX_STEPS: usize = 100_000;
 /// Years a rule's start and the instants asked about may fall in (`rrule` stops at 10,000).
 const MIN_YEAR: i32 = 1;
 const MAX_YEAR: i32 = 9_999;
-
-/// A maintenance window's rule, as a policy stores it (`policies.window`) and a proposal and a
-/// host job copy it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WindowSpec {
-    /// RFC 5545 `RRULE` text, optionally with a `DTSTART` line (see the module docs).
-    pub rrule: String,
-    /// How long each occurrence stays open, `1..=10080`.
-    pub duration_minutes: u32,
-    /// IANA time zone the rule is read in, e.g. `Europe/Berlin`.
-    pub time_zone: String,
-}
 
 /// Why a [`WindowSpec`] is refused. Every variant is a client error (`invalid-request`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

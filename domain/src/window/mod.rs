@@ -6,8 +6,14 @@
 //! rule counts from ([`ProposalWindow`], the policy's creation).
 
 use chrono::{DateTime, Utc};
+pub use entities::json::WindowSpec;
 use entities::json::{JsonText, ProposalWindow};
-use platform::window::{Window, WindowSpec};
+pub use rule::{
+    MAX_COUNT, MAX_DURATION_MINUTES, MAX_OPENINGS_PER_DAY, MAX_RRULE_LEN, SEARCH_HORIZON_DAYS,
+    Window, WindowError,
+};
+
+mod rule;
 
 /// A stored window that is not valid JSON of the expected shape, or whose rule, time zone or
 /// duration no longer parses.

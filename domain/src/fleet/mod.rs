@@ -5,6 +5,8 @@
 //! §18), which frees its place under its token's `max_uses` and under a plan's host cap, and
 //! the audit log records it as `host.pending_expired`.
 
+pub mod selector;
+
 use chrono::{DateTime, Duration, Utc};
 use entities::scope::{AllOrgs, OrgScope};
 use entities::{audit_events, hosts, json::JsonText};

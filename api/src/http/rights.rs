@@ -1,50 +1,8 @@
-//! Roles and rights (decisions §4): which role may do what, as data that the access extractor
-//! enforces and the OpenAPI document states.
+//! What an operation requires of its caller, as the access extractor enforces it and the OpenAPI
+//! document states it: a right of the permission matrix (decisions §4, `domain::roles`) and
+//! whether an API token may call it.
 
-pub use domain::roles::Role;
-
-/// The rows of the permission matrix of decisions §4.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Right {
-    /// Read hosts, groups, proposals, policies.
-    ReadFleet,
-    /// Read and write comments; read agent releases.
-    Discuss,
-    /// Approve, reject, snooze proposals; edit hosts; manage groups.
-    Operate,
-    /// Manage enrollment tokens and policies; read and manage notification channels.
-    Manage,
-    /// Members, invitations, API tokens, the audit log.
-    Administer,
-    /// The SSO connection, its domain claims and the SCIM token: whoever configures the
-    /// identity provider can sign in as anyone at the verified domains, owners included
-    /// (decisions §18).
-    IdentityProvider,
-    /// Billing, billing usage, plan changes, deleting the organization.
-    Billing,
-    /// Halt and resume a rollout (decisions §20).
-    Rollouts,
-    /// The organization's settings (`max_concurrent_reboots`, decisions §20).
-    OrgSettings,
-    /// One's own digest setting.
-    OwnSettings,
-}
-
-impl Right {
-    /// Whether `role` has this right.
-    pub fn allowed_to(self, role: Role) -> bool {
-        role.at_least(self.minimum_role())
-    }
-
-    pub fn minimum_role(self) -> Role {
-        match self {
-            Right::ReadFleet | Right::OwnSettings => Role::Viewer,
-            Right::Discuss | Right::Operate | Right::Rollouts => Role::Operator,
-            Right::Manage | Right::Administer | Right::OrgSettings => Role::Admin,
-            Right::IdentityProvider | Right::Billing => Role::Owner,
-        }
-    }
-}
+pub use domain::roles::{Right, Role};
 
 /// What an organization-scoped operation requires: a right, and whether API tokens may call it
 /// (decisions §3: never billing, SSO, the SCIM token, creating or revoking API tokens,
@@ -132,31 +90,3 @@ requirement!(
     OwnSettings, Right::OwnSettings, true,
     "The organization's slug. Requires role `viewer` or above."
 );
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Decisions §4, row by row: (right, owner, admin, operator, viewer).
-    const MATRIX: [(Right, [bool; 4]); 10] = [
-        (Right::ReadFleet, [true, true, true, true]),
-        (Right::Discuss, [true, true, true, false]),
-        (Right::Operate, [true, true, true, false]),
-        (Right::Manage, [true, true, false, false]),
-        (Right::Administer, [true, true, false, false]),
-        (Right::IdentityProvider, [true, false, false, false]),
-        (Right::Billing, [true, false, false, false]),
-        (Right::Rollouts, [true, true, true, false]),
-        (Right::OrgSettings, [true, true, false, false]),
-        (Right::OwnSettings, [true, true, true, true]),
-    ];
-
-    #[test]
-    fn the_permission_matrix_is_decisions_section_4() {
-        for (right, allowed) in MATRIX {
-            for (role, expected) in Role::ALL.into_iter().zip(allowed) {
-                assert_eq!(right.allowed_to(role), expected, "{role} on {right:?}");
-            }
-        }
-    }
-}
