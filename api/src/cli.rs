@@ -61,24 +61,16 @@ pub fn main() -> ExitCode {
         match args.command {
             None => platform::runtime::run_main(args.config, crate::run).await,
             Some(Command::Backup { file }) => {
-                platform::runtime::run_main(args.config, |config| async move {
-                    tokio::task::spawn_blocking(move || {
-                        platform::backup::backup(&config, &file)?;
-                        println!("backed up to {}", file.display());
-                        Ok(())
-                    })
-                    .await?
+                off_the_runtime(args.config, move |config| {
+                    platform::backup::backup(&config, &file)?;
+                    Ok(format!("backed up to {}", file.display()))
                 })
                 .await
             }
             Some(Command::Restore { file }) => {
-                platform::runtime::run_main(args.config, |config| async move {
-                    tokio::task::spawn_blocking(move || {
-                        platform::backup::restore(&config, &file)?;
-                        println!("restored from {}", file.display());
-                        Ok(())
-                    })
-                    .await?
+                off_the_runtime(args.config, move |config| {
+                    platform::backup::restore(&config, &file)?;
+                    Ok(format!("restored from {}", file.display()))
                 })
                 .await
             }
@@ -92,4 +84,17 @@ pub fn main() -> ExitCode {
             }
         }
     })
+}
+
+/// Runs `work` (SQLite's blocking backup API) on a thread of its own and prints what it did.
+async fn off_the_runtime(
+    config: RawConfig,
+    work: impl FnOnce(platform::config::Config) -> anyhow::Result<String> + Send + 'static,
+) -> ExitCode {
+    platform::runtime::run_main(config, |config| async move {
+        let done = tokio::task::spawn_blocking(move || work(config)).await??;
+        println!("{done}");
+        Ok(())
+    })
+    .await
 }

@@ -131,7 +131,8 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
     let shutdown = platform::runtime::shutdown_on_signal();
     let bound = http::server::bind(config.bind).await?;
     // One metrics endpoint for the whole process, embedded worker and scheduler included.
-    let metrics = platform::metrics::start(config.metrics_bind, &db, &shutdown).await?;
+    let metrics =
+        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUES, &shutdown).await?;
 
     let mut background = tokio::task::JoinSet::new();
     if config.embedded_workers {

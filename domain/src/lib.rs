@@ -24,6 +24,29 @@ pub mod sso;
 pub mod status;
 pub mod window;
 
+/// Every queue's name, for what reports on all of them (the metrics' queue depths).
+pub const QUEUES: [&str; 16] = {
+    use platform::jobs::{Housekeeping, Job};
+    [
+        notifications::jobs::SendEmail::QUEUE,
+        notifications::jobs::SendLink::QUEUE,
+        Housekeeping::QUEUE,
+        fleet::jobs::EvaluateHost::QUEUE,
+        fleet::jobs::EvaluateGroup::QUEUE,
+        policy::jobs::EvaluatePolicy::QUEUE,
+        proposals::jobs::ProposalTimers::QUEUE,
+        fleet::jobs::FleetUpkeep::QUEUE,
+        billing::jobs::RollupUsage::QUEUE,
+        billing::jobs::BillingReport::QUEUE,
+        notifications::jobs::NotifyDispatch::QUEUE,
+        notifications::jobs::DeliverNotification::QUEUE,
+        notifications::jobs::SendDigest::QUEUE,
+        intel::jobs::FetchChangelog::QUEUE,
+        intel::jobs::RefreshKev::QUEUE,
+        intel::jobs::ReadAgentManifest::QUEUE,
+    ]
+};
+
 pub use status::{
     Apply, ChangelogStatus, Coverage, Decision, DeliveryStatus, Ecosystem, HostEventKind,
     HostJobStatus, HostStatus, JobKind, ProposalKind, ProposalStatus, Reboot, RolloutState,

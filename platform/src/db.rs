@@ -697,9 +697,10 @@ mod tests {
         let push = tokio::spawn({
             let db = db.clone();
             async move {
-                let email =
-                    crate::jobs::SendEmail::new("a@example.com", "s", "t".into(), "h".into());
-                crate::jobs::Queue::new(&db).push(email).await
+                let job = crate::jobs::Housekeeping {
+                    hour: "2027-01-01T00:00:00Z".into(),
+                };
+                crate::jobs::Queue::new(&db).push(job).await
             }
         });
         tokio::time::sleep(Duration::from_millis(250)).await;

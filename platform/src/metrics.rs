@@ -327,7 +327,7 @@ pub async fn queue_waits(db: &Database) -> Result<Vec<QueueWait>, sqlx::Error> {
 
 /// Reads what the database knows into the gauges: every queue's depth and oldest wait (every
 /// known queue is reported, at 0 when empty), and the pools' connections.
-pub async fn observe_database(db: &Database) {
+pub async fn observe_database(db: &Database, queues: &[&str]) {
     let metrics = metrics();
     for (pool, size, idle, max) in db.pool_use() {
         let in_use = i64::from(size).saturating_sub(i64::try_from(idle).unwrap_or(i64::MAX));
@@ -343,7 +343,7 @@ pub async fn observe_database(db: &Database) {
     }
     match tokio::time::timeout(Duration::from_secs(5), queue_waits(db)).await {
         Ok(Ok(waits)) => {
-            for queue in crate::jobs::QUEUE_NAMES {
+            for &queue in queues {
                 let wait = waits.iter().find(|w| w.queue == queue);
                 let labels = QueueLabels {
                     queue: queue.to_owned(),
@@ -390,19 +390,30 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<MetricsListener> {
 }
 
 /// Serves `GET /metrics` until `stop` is cancelled.
-pub async fn serve(listener: MetricsListener, db: Database, stop: CancellationToken) {
+pub async fn serve(
+    listener: MetricsListener,
+    db: Database,
+    queues: &'static [&'static str],
+    stop: CancellationToken,
+) {
     use poem::{EndpointExt, Route, Server, get, handler, web::Data};
 
+    #[derive(Clone)]
+    struct Queues(&'static [&'static str]);
+
     #[handler]
-    async fn scrape(Data(db): Data<&Database>) -> poem::Response {
-        observe_database(db).await;
+    async fn scrape(Data(db): Data<&Database>, Data(queues): Data<&Queues>) -> poem::Response {
+        observe_database(db, queues.0).await;
         poem::Response::builder()
             .content_type(CONTENT_TYPE)
             .body(metrics().encode())
     }
 
     tracing::info!(address = %listener.local_addr, "metrics listening");
-    let app = Route::new().at("/metrics", get(scrape)).data(db);
+    let app = Route::new()
+        .at("/metrics", get(scrape))
+        .data(db)
+        .data(Queues(queues));
     let served = Server::new_with_acceptor(listener.acceptor)
         .run_with_graceful_shutdown(
             app,
@@ -419,6 +430,7 @@ pub async fn serve(listener: MetricsListener, db: Database, stop: CancellationTo
 pub async fn start(
     bind_addr: Option<SocketAddr>,
     db: &Database,
+    queues: &'static [&'static str],
     stop: &CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     let Some(addr) = bind_addr else {
@@ -428,6 +440,7 @@ pub async fn start(
     Ok(Some(tokio::spawn(serve(
         listener,
         db.clone(),
+        queues,
         stop.clone(),
     ))))
 }

@@ -7,6 +7,14 @@
 
 pub mod cli;
 
+use domain::billing::jobs::BillingReport;
+use domain::billing::jobs::RollupUsage;
+use domain::fleet::jobs::FleetUpkeep;
+use domain::intel::jobs::ReadAgentManifest;
+use domain::intel::jobs::RefreshKev;
+use domain::notifications::jobs::NotifyDispatch;
+use domain::notifications::jobs::SendDigest;
+use domain::proposals::jobs::ProposalTimers;
 use entities::scope::{AllOrgs, Untenanted};
 use std::{sync::Arc, time::Duration};
 
@@ -15,10 +23,7 @@ use chrono::{DateTime, Duration as Span, Timelike, Utc};
 use platform::{
     clock::SharedClock,
     db::{Database, Pool},
-    jobs::{
-        BillingReport, FleetUpkeep, Housekeeping, NotifyDispatch, ProposalTimers, Queue,
-        ReadAgentManifest, RefreshKev, RollupUsage, SendDigest,
-    },
+    jobs::{Housekeeping, Queue},
 };
 use sqlx::{Connection, PgConnection};
 use tokio::sync::Mutex;
@@ -350,7 +355,8 @@ pub async fn run_process(config: platform::config::Config) -> anyhow::Result<()>
     db.migrate().await?;
     let scheduler = Scheduler::new(db.clone(), Arc::new(platform::clock::SystemClock));
     let shutdown = platform::runtime::shutdown_on_signal();
-    let metrics = platform::metrics::start(config.metrics_bind, &db, &shutdown).await?;
+    let metrics =
+        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUES, &shutdown).await?;
     scheduler.run(shutdown).await?;
     if let Some(metrics) = metrics {
         let _ = metrics.await;

@@ -14,16 +14,26 @@ use std::{sync::Arc, time::Duration};
 use apalis::prelude::*;
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
+use domain::billing::jobs::BillingReport;
+use domain::billing::jobs::RollupUsage;
+use domain::fleet::jobs::EvaluateGroup;
+use domain::fleet::jobs::EvaluateHost;
+use domain::fleet::jobs::FleetUpkeep;
+use domain::intel::jobs::FetchChangelog;
+use domain::intel::jobs::ReadAgentManifest;
+use domain::intel::jobs::RefreshKev;
+use domain::notifications::jobs::DeliverNotification;
+use domain::notifications::jobs::NotifyDispatch;
+use domain::notifications::jobs::SendDigest;
+use domain::notifications::jobs::SendEmail;
+use domain::notifications::jobs::SendLink;
+use domain::policy::jobs::EvaluatePolicy;
+use domain::proposals::jobs::ProposalTimers;
 use platform::{
     clock::SharedClock,
     config::Config,
     db::{Database, Pool},
-    jobs::{
-        BillingReport, DeliverNotification, EvaluateGroup, EvaluateHost, EvaluatePolicy,
-        FetchChangelog, FleetUpkeep, HEARTBEAT, Housekeeping, Job, NotifyDispatch, ProposalTimers,
-        ReadAgentManifest, RefreshKev, RollupUsage, SendDigest, SendEmail, SendLink,
-        postgres_config, pushed_to, sqlite_config,
-    },
+    jobs::{HEARTBEAT, Housekeeping, Job, postgres_config, pushed_to, sqlite_config},
     outbound::Outbound,
 };
 use tokio_util::sync::CancellationToken;
@@ -378,7 +388,8 @@ pub async fn run_process(config: Config, concurrency: usize) -> anyhow::Result<(
         .await?;
     db.migrate().await?;
     let shutdown = platform::runtime::shutdown_on_signal();
-    let metrics = platform::metrics::start(config.metrics_bind, &db, &shutdown).await?;
+    let metrics =
+        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUES, &shutdown).await?;
     let deps = Deps::new(config, db.clone(), Arc::new(platform::clock::SystemClock))?;
     run(deps, WorkerOptions::new(concurrency), shutdown).await?;
     if let Some(metrics) = metrics {

@@ -5,11 +5,12 @@
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context;
+use domain::notifications::jobs::SendEmail;
 use lettre::{
     AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
     message::{Mailbox, MultiPart, header::MessageId},
 };
-use platform::{config::Config, jobs::SendEmail};
+use platform::config::Config;
 
 #[derive(Clone)]
 pub enum Mailer {
@@ -38,10 +39,30 @@ impl std::fmt::Debug for Mailer {
 pub enum DeliveryError {
     /// The message itself is unusable (a bad address): retrying cannot help.
     #[error("undeliverable: {0}")]
-    Permanent(String),
+    Permanent(#[source] Cause),
     /// The server or the disk failed: retry later.
     #[error("delivery failed: {0}")]
-    Transient(String),
+    Transient(#[source] Cause),
+}
+
+/// What failed, kept as the error that said so.
+#[derive(Debug, thiserror::Error)]
+pub enum Cause {
+    #[error("the recipient address is not valid")]
+    Recipient(#[source] lettre::address::AddressError),
+    #[error("the message cannot be built: {0}")]
+    Message(#[source] lettre::error::Error),
+    #[error("{0}")]
+    Smtp(#[source] lettre::transport::smtp::Error),
+    #[error("writing {}: {source}", .path.display())]
+    Outbox {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The invitation's organization was deleted before its link went out.
+    #[error("the organization is gone")]
+    OrganizationGone,
 }
 
 impl Mailer {
@@ -70,9 +91,9 @@ impl Mailer {
         let domain = from.email.domain().to_owned();
         let mut builder = Message::builder().from(from);
         for recipient in recipients {
-            let to: Mailbox = recipient.parse().map_err(|_| {
-                DeliveryError::Permanent("the recipient address is not valid".into())
-            })?;
+            let to: Mailbox = recipient
+                .parse()
+                .map_err(|e| DeliveryError::Permanent(Cause::Recipient(e)))?;
             builder = builder.to(to);
         }
         builder
@@ -82,7 +103,7 @@ impl Mailer {
                 email.text.clone(),
                 email.html.clone(),
             ))
-            .map_err(|e| DeliveryError::Permanent(e.to_string()))
+            .map_err(|e| DeliveryError::Permanent(Cause::Message(e)))
     }
 
     pub async fn deliver(&self, email: &SendEmail) -> Result<(), DeliveryError> {
@@ -102,22 +123,24 @@ impl Mailer {
             Mailer::Smtp { transport, .. } => {
                 transport.send(message).await.map_err(|e| {
                     if e.is_permanent() {
-                        DeliveryError::Permanent(e.to_string())
+                        DeliveryError::Permanent(Cause::Smtp(e))
                     } else {
-                        DeliveryError::Transient(e.to_string())
+                        DeliveryError::Transient(Cause::Smtp(e))
                     }
                 })?;
             }
             Mailer::Outbox { dir, .. } => {
+                let outbox = |path: &std::path::Path| {
+                    let path = path.to_owned();
+                    move |source| DeliveryError::Transient(Cause::Outbox { path, source })
+                };
                 tokio::fs::create_dir_all(dir)
                     .await
-                    .map_err(|e| DeliveryError::Transient(format!("creating the outbox: {e}")))?;
+                    .map_err(outbox(dir.as_path()))?;
                 let path = dir.join(format!("{}.eml", email.id));
                 tokio::fs::write(&path, message.formatted())
                     .await
-                    .map_err(|e| {
-                        DeliveryError::Transient(format!("writing {}: {e}", path.display()))
-                    })?;
+                    .map_err(outbox(path.as_path()))?;
                 match &email.link {
                     Some(link) => tracing::info!(
                         to = %email.to, subject = %email.subject, %link, file = %path.display(),

@@ -1,7 +1,14 @@
 //! The agent operations: enrol, check in, renew the certificate.
 
 use chrono::{DateTime, Duration, Utc};
-use domain::HostEventKind;
+use domain::{
+    HostEventKind,
+    fleet::{
+        check_in,
+        enrolment::{self, EnrolRefusal, Machine},
+        events::record_event,
+    },
+};
 use entities::{enrollment_tokens, host_keys, hosts, json::JsonText};
 use platform::ids::HostId;
 use poem::{Request, RequestBody};
@@ -26,7 +33,6 @@ use super::{
 use crate::{
     AppState,
     fleet::enrollment_tokens::{TOKEN_PREFIX, usable},
-    fleet::events::record_event,
     http::error::{ApiError, BadRequest, Conflict, Errors, Forbidden, Unauthorized},
     http::tags::Tag,
 };
@@ -184,21 +190,20 @@ impl AgentApi {
             .filter(|t| usable(t, now))
             .ok_or_else(refused)?;
         let default_plan = domain::billing::default_plan(&state.config);
-        let host = store::enrol_host(
-            &txn,
-            &token,
-            &request.facts,
-            &asked_labels,
-            now,
-            &default_plan,
-        )
-        .await?;
+        let facts = |host: &mut hosts::ActiveModel| store::apply_facts(host, &request.facts);
+        let machine = Machine {
+            machine_id: &request.facts.machine_id,
+            facts: &facts,
+        };
+        let host = enrolment::enrol_host(&txn, &token, &machine, &asked_labels, now, &default_plan)
+            .await
+            .map_err(refusal)?;
         let issued = certify(&state, &txn, &host, &request.csr, now).await?;
         txn.commit().await?;
         // A re-bound host's earlier keys were revoked (the nonce statement would refuse them
         // anyway; this keeps the refusal's logged reason exact).
         state.agent_keys.forget_host(host.id);
-        state.queue.dispatch_notifications().await;
+        domain::notifications::jobs::dispatch_soon(&state.queue).await;
         Ok(EnrollAnswer::Created(Json(Enrolled {
             host_id: HostId::from(host.id).to_string(),
             key_id: issued.serial_hex,
@@ -278,7 +283,7 @@ impl AgentApi {
         if next != host {
             next.updated_at = now;
         }
-        if store::touch_due(&host, now) {
+        if check_in::touch_due(&host, now) {
             next.last_seen_at = Some(now);
             next.status = domain::HostStatus::Online.to_string();
         }
@@ -287,7 +292,7 @@ impl AgentApi {
             next.reboot_slot_until = None;
             next.reboot_slot_job = None;
         }
-        let gap = store::after_gap(&host, now);
+        let gap = check_in::after_gap(&host, now);
         // Every check-in records its UTC day, so one earlier today already did (and a new day
         // is always a touch, so the next check-in knows).
         let new_day = host.last_seen_at.map(|seen| seen.date_naive()) != Some(now.date_naive());
@@ -309,7 +314,7 @@ impl AgentApi {
                     == 1;
             if first
                 && let Some(token_id) = host.enrollment_token_id
-                && !store::charge_token(&txn, scope, token_id).await?
+                && !enrolment::charge_token(&txn, scope, token_id).await?
             {
                 return Err(
                     ApiError::forbidden("The enrollment token is used up or revoked.").into(),
@@ -318,7 +323,7 @@ impl AgentApi {
             // The host's row first: an inventory changes it (`last_inventory_at`), and its lock,
             // held to the commit, keeps two check-ins of the host from comparing inventories
             // at once.
-            store::write_host(&txn, scope, &host, &next).await?;
+            check_in::write_host(&txn, scope, &host, &next).await?;
             if inventory && store::replace_inventory(&txn, host.id, &body).await? {
                 scope
                     .update_rows::<hosts::Entity>()
@@ -334,7 +339,7 @@ impl AgentApi {
                 record_event(&txn, &next, HostEventKind::CheckedInAfterGap, None, now).await?;
             }
             if new_day {
-                store::record_day(&txn, &next, now).await?;
+                check_in::record_day(&txn, &next, now).await?;
             }
             let jobs = super::jobs::dispatch(&txn, &next, now).await?;
             txn.commit().await?;
@@ -342,7 +347,7 @@ impl AgentApi {
         } else {
             // The usual check-in: at most one statement writes (facts that changed, or
             // `last_seen_at` once a minute), each statement its own transaction.
-            store::write_host(state.db.writer(), scope, &host, &next).await?;
+            check_in::write_host(state.db.writer(), scope, &host, &next).await?;
             if jobs_waiting {
                 let txn = state.db.begin_write().await?;
                 let jobs = super::jobs::dispatch(&txn, &next, now).await?;
@@ -363,7 +368,7 @@ impl AgentApi {
             );
             state
                 .queue
-                .push_unique(&key, platform::jobs::EvaluateHost { host_id: host.id })
+                .push_unique(&key, domain::fleet::jobs::EvaluateHost { host_id: host.id })
                 .await?;
         }
         let send_inventory =
@@ -432,5 +437,18 @@ impl AgentApi {
         };
         txn.commit().await?;
         Ok(Json(renewed))
+    }
+}
+
+/// A machine not enrolled, as the api answers it.
+fn refusal(refused: EnrolRefusal) -> ApiError {
+    match refused {
+        EnrolRefusal::CheckedIn => ApiError::Conflict(refused.to_string()),
+        EnrolRefusal::TokenCannotEnrol => ApiError::forbidden(refused.to_string()),
+        EnrolRefusal::TooManyLabels => ApiError::invalid(refused.to_string()),
+        EnrolRefusal::PlanRequired(plan) => plan.into(),
+        EnrolRefusal::Unreadable(err) => err.into(),
+        EnrolRefusal::Unwritable(err) => err.into(),
+        EnrolRefusal::Db(err) => err.into(),
     }
 }

@@ -4,6 +4,7 @@
 //! proposal is `applied`, `partially_applied` or `failed`.
 
 use chrono::{DateTime, Utc};
+use domain::fleet::events::record_event;
 use domain::{HostEventKind, HostJobStatus, proposals::JobPayload};
 use entities::{host_jobs, hosts};
 use platform::ids::{HostId, HostJobId, ProposalId};
@@ -14,7 +15,6 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, QueryFilter
 use super::{limits::HostRateLimited, signed::Signed};
 use crate::{
     AppState,
-    fleet::events::record_event,
     http::error::{ApiError, BadRequest, Conflict, Errors, NotFound, StateRefusal, Unauthorized},
     http::tags::Tag,
     proposals::policies::window_rule,

@@ -282,7 +282,7 @@ async fn remember_nonce(
                 return Ok(None);
             }
             // Nonces whose signatures can no longer be fresh are forgotten by the minutely
-            // fleet upkeep (`platform::jobs::NONCE_TTL_S`), not on every request.
+            // fleet upkeep (`domain::fleet::jobs::NONCE_TTL_S`), not on every request.
             db.query_one_raw(Statement::from_sql_and_values(
                 backend,
                 HOST_SQLITE.as_str(),

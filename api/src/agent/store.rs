@@ -1,37 +1,31 @@
-//! What enrolment and check-ins write: the host and its facts, its inventory, the billable day,
-//! and the enrollment token's use on the host's first check-in.
+//! What an agent's reports become in rows: the host's facts, and its inventory (packages and
+//! updates, written only where they changed). The fleet's rules for enrolment and check-ins
+//! are the domain's (`domain::fleet::enrolment`, `domain::fleet::check_in`).
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Duration, Utc};
-use domain::{HostEventKind, billing::Plan};
 use entities::{
-    enrollment_tokens, host_days, host_inventories,
+    host_inventories,
     host_inventories::Fingerprints,
-    host_keys, host_labels, host_packages, host_updates, hosts,
-    json::{self, Advisory, JsonText},
-    organizations,
+    host_packages, host_updates, hosts,
+    json::{self, Advisory, JsonText, Unwritable},
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, Iterable,
-    ModelTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
-    sea_query::{Expr, ExprTrait, OnConflict},
+    ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, Set, sea_query::OnConflict,
 };
 use uuid::Uuid;
 
-use crate::{fleet::events::record_event, http::error::ApiError};
-use entities::scope::{OrgScope, Untenanted};
+use crate::http::error::ApiError;
+use entities::scope::Untenanted;
 use protocol::wire::{self, CheckIn, Facts};
 
-/// How often agents are asked to check in.
-pub const CHECK_IN_INTERVAL_S: i32 = 300;
 /// Rows inserted per statement when an inventory is replaced.
 const CHUNK: usize = 500;
 /// Rows a single delete names (each by name and architecture).
 const DELETE_CHUNK: usize = 200;
 
 /// A fact stored as the agent reported it, whatever its shape: any JSON reads as a `Value`.
-fn fact<T: serde::Serialize>(value: &T) -> Result<JsonText<serde_json::Value>, ApiError> {
+fn fact<T: serde::Serialize>(value: &T) -> Result<JsonText<serde_json::Value>, Unwritable> {
     let text = JsonText::new(value)?;
     Ok(JsonText::from_stored(text.as_str()))
 }
@@ -76,7 +70,7 @@ pub fn offered_upgrade(offer: wire::ReleaseUpgrade) -> json::OfferedUpgrade {
 }
 
 /// Copies the agent-reported facts onto a host row.
-pub fn apply_facts(host: &mut hosts::ActiveModel, facts: &Facts) -> Result<(), ApiError> {
+pub fn apply_facts(host: &mut hosts::ActiveModel, facts: &Facts) -> Result<(), Unwritable> {
     host.hostname = Set(facts.hostname.clone());
     host.distro = Set(facts.distro.clone());
     host.distro_version = Set(facts.distro_version.clone());
@@ -96,275 +90,6 @@ pub fn apply_facts(host: &mut hosts::ActiveModel, facts: &Facts) -> Result<(), A
     host.cloud = Set(facts.cloud.as_ref().map(fact).transpose()?);
     host.frozen = Set(facts.frozen.as_ref().map(fact).transpose()?);
     host.snapshots = Set(facts.snapshots.as_ref().map(fact).transpose()?);
-    Ok(())
-}
-
-/// Revokes every live key of the host at once (re-binding, decommissioning).
-pub async fn revoke_keys<C: ConnectionTrait>(
-    db: &C,
-    scope: OrgScope,
-    host_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<(), sea_orm::DbErr> {
-    scope
-        .update_rows::<host_keys::Entity>()
-        .col_expr(host_keys::Column::RevokedAt, Expr::value(Some(now)))
-        .filter(host_keys::Column::HostId.eq(host_id))
-        .filter(host_keys::Column::RevokedAt.is_null())
-        .exec(db)
-        .await?;
-    Ok(())
-}
-
-/// The host for `machine_id` in the organization (decisions §6). A new machine: a new pending
-/// host, labelled from the token. A host that never checked in, or was decommissioned: the
-/// same host, re-bound (every earlier key revoked, facts refreshed, pending again under the new
-/// token). A host that has checked in and is not decommissioned: 409 `conflict`, since
-/// otherwise anyone holding an enrollment token and the host's (visible) machine id could take
-/// it over.
-///
-/// A new host gets the token's labels and, where the token names no such key, those the agent
-/// asked for (`asked_labels`, checked by the caller).
-///
-/// A machine that would add to the organization's hosts that are not decommissioned (a new
-/// one, or a decommissioned host revived) must fit the plan's host cap (decisions §17: the free
-/// plan's sixth host is 403 `plan-required`); the plan is looked up here, on every enrolment.
-pub async fn enrol_host(
-    txn: &DatabaseTransaction,
-    token: &enrollment_tokens::Model,
-    facts: &Facts,
-    asked_labels: &BTreeMap<String, String>,
-    now: DateTime<Utc>,
-    default_plan: &Plan,
-) -> Result<hosts::Model, ApiError> {
-    let scope = OrgScope::of(token.org_id);
-    let mut existing = scope
-        .rows::<hosts::Entity>()
-        .filter(hosts::Column::MachineId.eq(facts.machine_id.as_str()));
-    if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
-        // The host's row, held to the commit: a first check-in in flight (which writes this row)
-        // finishes first and is seen below, and none can start until this enrolment is done.
-        // Read without the lock, a pending host whose check-in was committing would be re-bound.
-        existing = existing.lock_exclusive();
-    }
-    let existing = existing.one(txn).await?;
-    if let Some(host) = &existing
-        && host.decommissioned_at.is_none()
-        && host.last_seen_at.is_some()
-    {
-        return Err(ApiError::Conflict(
-            "A host with this machine_id has checked in and is not decommissioned. \
-             Decommission it first to enrol the machine again; a running agent renews its \
-             certificate with its current key instead."
-                .into(),
-        ));
-    }
-    within_max_uses(txn, scope, token, existing.as_ref().map(|h| h.id)).await?;
-    let counted_already = existing
-        .as_ref()
-        .is_some_and(|host| host.decommissioned_at.is_none());
-    if !counted_already {
-        within_host_cap(txn, scope, default_plan).await?;
-    }
-    if let Some(host) = existing {
-        revoke_keys(txn, scope, host.id, now).await?;
-        // A new admission: pending until its first check-in, which charges the new token.
-        let mut changed: hosts::ActiveModel = host.into();
-        apply_facts(&mut changed, facts)?;
-        changed.decommissioned_at = Set(None);
-        changed.status = Set(domain::HostStatus::Pending.to_string());
-        changed.last_seen_at = Set(None);
-        changed.enrollment_token_id = Set(Some(token.id));
-        changed.updated_at = Set(now);
-        let host = changed.update(txn).await?;
-        record_event(
-            txn,
-            &host,
-            HostEventKind::Enrolled,
-            Some(serde_json::json!({"again": true})),
-            now,
-        )
-        .await?;
-        domain::notifications::outbox::host(
-            txn,
-            &host,
-            domain::notifications::EventKind::HostEnrolled,
-            now,
-        )
-        .await?;
-        return Ok(host);
-    }
-    // A token whose labels cannot be read enrols nobody (500): a host never starts out
-    // without the labels its token promises.
-    let mut labels = token.labels.read()?;
-    for (key, value) in asked_labels {
-        labels.entry(key.clone()).or_insert_with(|| value.clone());
-    }
-    if labels.len() > crate::http::input::MAX_LABELS {
-        return Err(ApiError::invalid(format!(
-            "labels: the token's and the host's together are more than {}",
-            crate::http::input::MAX_LABELS
-        )));
-    }
-    let id = platform::ids::new_uuid();
-    let mut host = hosts::ActiveModel {
-        id: Set(id),
-        org_id: Set(token.org_id),
-        machine_id: Set(facts.machine_id.clone()),
-        display_name: Set(None),
-        notes: Set(None),
-        labels: Set(JsonText::new(&labels)?),
-        reboot_required: Set(None),
-        services_need_restart: Set(JsonText::new(&Vec::new())?),
-        held_packages: Set(JsonText::new(&Vec::new())?),
-        updates_total: Set(None),
-        updates_security: Set(None),
-        updates_requiring_reboot: Set(None),
-        advisory_coverage: Set("unknown_release".into()),
-        status: Set(domain::HostStatus::Pending.to_string()),
-        enrollment_token_id: Set(Some(token.id)),
-        inventory_digest: Set(None),
-        check_in_interval_s: Set(CHECK_IN_INTERVAL_S),
-        enrolled_at: Set(now),
-        last_seen_at: Set(None),
-        last_inventory_at: Set(None),
-        cert_expires_at: Set(None),
-        decommissioned_at: Set(None),
-        updated_at: Set(now),
-        ..Default::default()
-    };
-    apply_facts(&mut host, facts)?;
-    let host = host.insert(txn).await?;
-    if !labels.is_empty() {
-        host_labels::Entity::insert_many(labels.iter().map(|(k, v)| host_labels::ActiveModel {
-            org_id: Set(token.org_id),
-            host_id: Set(id),
-            key: Set(k.clone()),
-            value: Set(v.clone()),
-        }))
-        .exec(txn)
-        .await?;
-    }
-    record_event(
-        txn,
-        &host,
-        HostEventKind::Enrolled,
-        Some(serde_json::json!({"hostname": host.hostname})),
-        now,
-    )
-    .await?;
-    domain::notifications::outbox::host(
-        txn,
-        &host,
-        domain::notifications::EventKind::HostEnrolled,
-        now,
-    )
-    .await?;
-    Ok(host)
-}
-
-/// A token's `max_uses` bounds the enrolments still pending plus the uses already charged
-/// (decisions §18), so that a leaked single-use token enrols one host, not any number of
-/// pending ones. `rebinding` is a pending host of the same machine enrolling again: not a
-/// second enrolment. The caller holds the token's row (Postgres), so enrolments of one token
-/// count one after the other. Refused like any unusable token: 403 without saying why.
-async fn within_max_uses(
-    txn: &DatabaseTransaction,
-    scope: OrgScope,
-    token: &enrollment_tokens::Model,
-    rebinding: Option<Uuid>,
-) -> Result<(), ApiError> {
-    let Some(max_uses) = token.max_uses else {
-        return Ok(());
-    };
-    let mut pending = scope
-        .rows::<hosts::Entity>()
-        .filter(hosts::Column::EnrollmentTokenId.eq(token.id))
-        .filter(hosts::Column::LastSeenAt.is_null())
-        .filter(hosts::Column::DecommissionedAt.is_null());
-    if let Some(host_id) = rebinding {
-        pending = pending.filter(hosts::Column::Id.ne(host_id));
-    }
-    let pending = i64::try_from(pending.count(txn).await?).unwrap_or(i64::MAX);
-    if i64::from(token.uses).saturating_add(pending) >= i64::from(max_uses) {
-        return Err(ApiError::forbidden(
-            "This enrollment token cannot enrol hosts.",
-        ));
-    }
-    Ok(())
-}
-
-/// Refuses one more host that is not decommissioned when the plan caps them and the cap is
-/// reached. On Postgres the organization's row is locked first, so concurrent enrolments
-/// count one after the other (SQLite's write transactions already do).
-async fn within_host_cap(
-    txn: &DatabaseTransaction,
-    scope: OrgScope,
-    default_plan: &Plan,
-) -> Result<(), ApiError> {
-    let plan = domain::billing::plan_of(txn, scope.org_id(), default_plan).await?;
-    if domain::billing::host_cap(&plan).is_none() {
-        return Ok(());
-    }
-    if txn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
-        scope
-            .rows::<organizations::Entity>()
-            .lock_exclusive()
-            .one(txn)
-            .await?;
-    }
-    let counted = scope
-        .rows::<hosts::Entity>()
-        .filter(hosts::Column::DecommissionedAt.is_null())
-        .count(txn)
-        .await?;
-    domain::billing::check_enrolment(&plan, counted)?;
-    Ok(())
-}
-
-/// Charges the host's enrollment token one use, unless it is revoked or used up; `false`
-/// when it cannot be charged. One conditional update, so concurrent first check-ins can never
-/// push `uses` past `max_uses`.
-pub async fn charge_token(
-    txn: &DatabaseTransaction,
-    scope: OrgScope,
-    token_id: Uuid,
-) -> Result<bool, ApiError> {
-    let charged = scope
-        .update_rows::<enrollment_tokens::Entity>()
-        .col_expr(
-            enrollment_tokens::Column::Uses,
-            Expr::col(enrollment_tokens::Column::Uses).add(1),
-        )
-        .filter(enrollment_tokens::Column::Id.eq(token_id))
-        .filter(enrollment_tokens::Column::RevokedAt.is_null())
-        .filter(
-            sea_orm::Condition::any()
-                .add(enrollment_tokens::Column::MaxUses.is_null())
-                .add(
-                    Expr::col(enrollment_tokens::Column::Uses)
-                        .lt(Expr::col(enrollment_tokens::Column::MaxUses)),
-                ),
-        )
-        .exec(txn)
-        .await?;
-    Ok(charged.rows_affected == 1)
-}
-
-/// Records the host's UTC day once (an upsert on the primary key, not a row per check-in).
-pub async fn record_day<C: ConnectionTrait>(
-    db: &C,
-    host: &hosts::Model,
-    now: DateTime<Utc>,
-) -> Result<(), ApiError> {
-    host_days::Entity::insert(host_days::ActiveModel {
-        host_id: Set(host.id),
-        day: Set(now.date_naive()),
-        org_id: Set(host.org_id),
-    })
-    .on_conflict_do_nothing()
-    .exec(db)
-    .await?;
     Ok(())
 }
 
@@ -667,52 +392,4 @@ pub async fn replace_inventory(
             .await?;
     }
     Ok(updates_changed)
-}
-
-/// A check-in writes `last_seen_at` at most this often (and whenever the UTC day changes or
-/// the host is not `online`), so the stored value is at most this far behind the host's last
-/// check-in: far below the three intervals after which a host counts as offline.
-pub const TOUCH_EVERY: Duration = Duration::seconds(60);
-
-/// Whether a check-in at `now` must write `last_seen_at` (and `status` = `online`).
-pub fn touch_due(host: &hosts::Model, now: DateTime<Utc>) -> bool {
-    domain::HostStatus::from(host.status.as_str()) != domain::HostStatus::Online
-        || host
-            .last_seen_at
-            .is_none_or(|seen| now - seen >= TOUCH_EVERY || seen.date_naive() != now.date_naive())
-}
-
-/// Writes the columns of `next` that differ from `host` (the row as read), in one statement;
-/// nothing when none does. Columns nobody here changed (another writer's, such as the
-/// evaluation's counts) are left alone.
-pub async fn write_host<C: ConnectionTrait>(
-    db: &C,
-    scope: OrgScope,
-    host: &hosts::Model,
-    next: &hosts::Model,
-) -> Result<(), ApiError> {
-    let mut changes: hosts::ActiveModel = host.clone().into();
-    let mut any = false;
-    for column in hosts::Column::iter() {
-        let value = next.get(column);
-        if value != host.get(column) {
-            changes.try_set(column, value)?;
-            any = true;
-        }
-    }
-    if any {
-        scope
-            .update_rows::<hosts::Entity>()
-            .set(changes)
-            .filter(hosts::Column::Id.eq(host.id))
-            .exec(db)
-            .await?;
-    }
-    Ok(())
-}
-
-/// Whether the host had been silent for longer than three intervals before `now`.
-pub fn after_gap(host: &hosts::Model, now: DateTime<Utc>) -> bool {
-    host.last_seen_at
-        .is_some_and(|seen| now - seen > Duration::seconds(3 * i64::from(host.check_in_interval_s)))
 }

@@ -158,7 +158,7 @@ async fn payment_failed_emails<C: sea_orm::ConnectionTrait>(
     state: &AppState,
     db: &C,
     scope: OrgScope,
-) -> Result<Vec<platform::jobs::SendEmail>, ApiError> {
+) -> Result<Vec<domain::notifications::jobs::SendEmail>, ApiError> {
     let Some(org) = scope.rows::<organizations::Entity>().one(db).await? else {
         return Ok(Vec::new());
     };

@@ -203,7 +203,7 @@ impl GroupsApi {
         if row.selector.is_some() {
             state
                 .queue
-                .push(platform::jobs::EvaluateGroup { group_id: row.id })
+                .push(domain::fleet::jobs::EvaluateGroup { group_id: row.id })
                 .await?;
         }
         Ok(Created::Created(Json(group)))
@@ -303,7 +303,7 @@ impl GroupsApi {
         if selector_changed {
             state
                 .queue
-                .push(platform::jobs::EvaluateGroup { group_id: row.id })
+                .push(domain::fleet::jobs::EvaluateGroup { group_id: row.id })
                 .await?;
         }
         Ok(Json(group))

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
+use domain::fleet::events::record_event;
 use domain::{HostEventKind, ProposalStatus};
 use entities::{
     group_hosts, groups, host_events, host_labels, hosts,
@@ -25,7 +26,6 @@ use uuid::Uuid;
 
 use crate::{
     AppState,
-    fleet::events::record_event,
     http::access::org,
     http::error::{
         ApiError, Conflict, Errors, Forbidden, NotFound, StateRefusal, TooManyRequests,
@@ -759,7 +759,7 @@ impl HostsApi {
         if labels_changed {
             state
                 .queue
-                .push(platform::jobs::EvaluateHost { host_id: host.id })
+                .push(domain::fleet::jobs::EvaluateHost { host_id: host.id })
                 .await?;
         }
         Ok(Json(view))
@@ -803,7 +803,7 @@ impl HostsApi {
         let updated = changed.update(&txn).await?;
         // Every key at once, pending renewals included: should the machine come back, only an
         // enrolment with a new key admits it again.
-        crate::agent::store::revoke_keys(&txn, scope, host.id, now).await?;
+        domain::fleet::enrolment::revoke_keys(&txn, scope, host.id, now).await?;
         // It leaves every proposal it had jobs in: their rollouts may move on without it.
         domain::proposals::rollout::host_left(
             &txn,
@@ -827,7 +827,7 @@ impl HostsApi {
         state.agent_keys.forget_host(host.id);
         state
             .queue
-            .push(platform::jobs::EvaluateHost { host_id: host.id })
+            .push(domain::fleet::jobs::EvaluateHost { host_id: host.id })
             .await?;
         Ok(Decommissioned::Ok(Json(view)))
     }

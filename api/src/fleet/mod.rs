@@ -3,7 +3,6 @@
 
 pub mod agent_releases;
 pub mod enrollment_tokens;
-pub mod events;
 pub mod groups;
 pub mod hosts;
 pub mod inventory;

@@ -151,7 +151,7 @@ pub fn future(
 }
 
 /// Most labels a host or enrollment token may carry (decisions §5).
-pub const MAX_LABELS: usize = 64;
+pub use domain::fleet::MAX_LABELS;
 
 /// A label set: at most 64 labels; keys 1–63 characters of letters, digits, `-`, `_`, `.` and
 /// `/` (so that selectors such as `env=prod,tier in (web,db)` can name them); values at most

@@ -3,8 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use domain::email_limits::LinkKind;
+use domain::notifications::jobs::SendLink;
 use entities::{accounts, email_tokens, memberships, organizations, sessions};
-use platform::{ids::AccountId, jobs::SendLink};
+use platform::ids::AccountId;
 use poem::Request;
 use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, Set, sea_query::Expr};

@@ -4,11 +4,9 @@
 //! invitation holds only while its inviter may still invite that role.
 
 use chrono::{DateTime, Utc};
+use domain::notifications::jobs::SendLink;
 use entities::{accounts, invitations, memberships, organizations};
-use platform::{
-    ids::{AccountId, InvitationId},
-    jobs::SendLink,
-};
+use platform::ids::{AccountId, InvitationId};
 use poem::Request;
 use poem_openapi::{
     ApiResponse, Object, OpenApi,

@@ -544,7 +544,7 @@ impl ChannelsApi {
         )
         .await?;
         txn.commit().await?;
-        state.queue.dispatch_notifications().await;
+        domain::notifications::jobs::dispatch_soon(&state.queue).await;
         Ok(Queued::Queued)
     }
 }

@@ -23,7 +23,7 @@ pub async fn kick(state: &AppState, scope: OrgScope) {
         .one(&state.db.orm)
         .await;
     match waiting {
-        Ok(Some(_)) => state.queue.dispatch_notifications().await,
+        Ok(Some(_)) => domain::notifications::jobs::dispatch_soon(&state.queue).await,
         Ok(None) => {}
         Err(err) => tracing::warn!(error = %err, "could not look for waiting notifications"),
     }

@@ -868,7 +868,7 @@ impl ProposalsApi {
             .await?;
         txn.commit().await?;
         if domain::ProposalStatus::from(p.status.as_str()) != domain::ProposalStatus::Open {
-            state.queue.dispatch_notifications().await;
+            domain::notifications::jobs::dispatch_soon(&state.queue).await;
         }
         Ok(Json(summary(&p)))
     }

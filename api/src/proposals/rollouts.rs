@@ -365,7 +365,7 @@ impl RolloutsApi {
             .await?;
         let shown = answer(&txn, &row).await?;
         txn.commit().await?;
-        state.queue.dispatch_notifications().await;
+        domain::notifications::jobs::dispatch_soon(&state.queue).await;
         Ok(Json(shown))
     }
 
@@ -400,7 +400,7 @@ impl RolloutsApi {
             .await?;
         let shown = answer(&txn, &row).await?;
         txn.commit().await?;
-        state.queue.dispatch_notifications().await;
+        domain::notifications::jobs::dispatch_soon(&state.queue).await;
         Ok(Json(shown))
     }
 }

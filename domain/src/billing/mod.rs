@@ -5,6 +5,7 @@
 //! `api plan set`) takes effect on the next request; nothing caches a plan.
 
 pub mod events;
+pub mod jobs;
 mod lookup;
 mod plan;
 pub mod usage;

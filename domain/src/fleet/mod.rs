@@ -1,11 +1,19 @@
-//! Fleet rules that outlive a request.
+//! The fleet's rules: enrolment ([`enrolment`]), check-ins ([`check_in`]), host events
+//! ([`events`]), label selectors ([`selector`]), and what outlives a request:
 //!
 //! A host still `pending` a day after it enrolled never checked in: its agent is gone, or the
 //! enrollment token leaked and somebody enrolled what never runs. It is removed (decisions
 //! §18), which frees its place under its token's `max_uses` and under a plan's host cap, and
 //! the audit log records it as `host.pending_expired`.
 
+pub mod check_in;
+pub mod enrolment;
+pub mod events;
+pub mod jobs;
 pub mod selector;
+
+/// The most labels a host, an enrollment token or a request may carry.
+pub const MAX_LABELS: usize = 64;
 
 use chrono::{DateTime, Duration, Utc};
 use entities::scope::{AllOrgs, OrgScope};

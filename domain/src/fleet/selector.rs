@@ -24,6 +24,8 @@ impl fmt::Display for SelectorError {
     }
 }
 
+impl std::error::Error for SelectorError {}
+
 fn key_ok(key: &str) -> bool {
     !key.is_empty()
         && key.chars().count() <= 63

@@ -4,6 +4,7 @@
 //! row yet gets one (`pending`) and a fetch job keyed `changelog:{distro}:{source}:{version}`,
 //! so however many organizations and evaluations ask at once, one fetch runs.
 
+use crate::intel::jobs::FetchChangelog;
 use entities::scope::{AllOrgs, Untenanted};
 use std::collections::{BTreeSet, HashSet};
 
@@ -13,10 +14,7 @@ use entities::{
     json::{ChangelogEntry, JsonText},
     proposal_changes, proposals,
 };
-use platform::{
-    db::Database,
-    jobs::{FetchChangelog, Queue},
-};
+use platform::{db::Database, jobs::Queue};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set, sea_query::OnConflict};
 use uuid::Uuid;
 

@@ -35,7 +35,7 @@ pub struct Record {
 #[derive(Debug, thiserror::Error)]
 pub enum BadCatalogue {
     #[error("not JSON: {0}")]
-    NotJson(String),
+    NotJson(#[source] serde_json::Error),
     #[error("no `vulnerabilities` array")]
     NoList,
 }
@@ -55,8 +55,7 @@ fn valid_cve(id: &str) -> bool {
 /// The records of a catalogue (the CISA JSON feed). A record without a valid `cveID` or
 /// `dateAdded` is skipped with a warning; the rest are kept.
 pub fn parse(body: &[u8]) -> Result<Vec<Record>, BadCatalogue> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| BadCatalogue::NotJson(e.to_string()))?;
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(BadCatalogue::NotJson)?;
     let list = value
         .get("vulnerabilities")
         .and_then(|v| v.as_array())

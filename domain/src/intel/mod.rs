@@ -4,5 +4,6 @@
 
 pub mod cache;
 pub mod changelog;
+pub mod jobs;
 pub mod kev;
 pub mod releases;

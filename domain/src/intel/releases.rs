@@ -38,7 +38,7 @@ pub struct Release {
 #[derive(Debug, thiserror::Error)]
 pub enum BadManifest {
     #[error("not a manifest: {0}")]
-    NotJson(String),
+    NotJson(#[source] serde_json::Error),
     #[error("unknown channel {0:?} (expected stable or beta)")]
     UnknownChannel(String),
     #[error("channel {0} listed twice")]
@@ -49,8 +49,7 @@ pub enum BadManifest {
 
 /// Reads `{"channels":[{"channel","version","released_at"}]}`; any bad channel refuses all.
 pub fn parse(body: &[u8]) -> Result<Vec<Release>, BadManifest> {
-    let manifest: Manifest =
-        serde_json::from_slice(body).map_err(|e| BadManifest::NotJson(e.to_string()))?;
+    let manifest: Manifest = serde_json::from_slice(body).map_err(BadManifest::NotJson)?;
     let mut releases: Vec<Release> = Vec::new();
     for c in manifest.channels {
         if !CHANNELS.contains(&c.channel.as_str()) {

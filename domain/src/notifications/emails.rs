@@ -2,7 +2,8 @@
 //! digests, billing): plain text and HTML, with links built from `SERVICE_BASE_URL`.
 //! Every value shown in HTML goes through [`escape`].
 
-use platform::{ids::ProposalId, jobs::SendEmail};
+use crate::notifications::jobs::SendEmail;
+use platform::ids::ProposalId;
 use url::Url;
 
 use super::wire::escape;

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod config;
 pub mod digest;
 pub mod emails;
+pub mod jobs;
 pub mod outbox;
 pub mod recipients;
 pub mod routing;

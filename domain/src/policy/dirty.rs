@@ -2,9 +2,9 @@
 //! (one row however many hosts changed) and queues one evaluation for a clean policy; the
 //! evaluation claims the mark before it reads, so a change during a run queues one more.
 
+use crate::policy::jobs::EvaluatePolicy;
 use chrono::{DateTime, Utc};
 use entities::{policies, policy_dirty};
-use platform::jobs::EvaluatePolicy;
 use sea_orm::{EntityTrait, Set};
 use uuid::Uuid;
 

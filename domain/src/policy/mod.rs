@@ -13,6 +13,7 @@ pub mod dirty;
 pub mod evaluate;
 pub mod grouping;
 pub mod impact;
+pub mod jobs;
 pub mod needs;
 pub mod plan;
 pub mod reported;

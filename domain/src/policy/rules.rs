@@ -33,8 +33,7 @@ impl Rules {
     pub fn of(policy: &policies::Model) -> Result<Rules, UnreadableWindow> {
         let window = window::of_policy(policy.window.as_ref(), policy.created_at)?
             .map(|w| JsonText::new(&w))
-            .transpose()
-            .map_err(|e| UnreadableWindow(e.to_string()))?;
+            .transpose()?;
         Ok(Rules {
             org_id: policy.org_id,
             policy_id: policy.id,

@@ -25,9 +25,9 @@ pub struct Scope {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum UnreadableScope {
     #[error("the stored group list cannot be read: {0}")]
-    Groups(String),
+    Groups(#[source] entities::json::Unreadable),
     #[error("the stored selector does not parse: {0}")]
-    Selector(String),
+    Selector(#[source] crate::fleet::selector::SelectorError),
 }
 
 impl Scope {
@@ -36,13 +36,11 @@ impl Scope {
         scope_groups: &JsonText<Vec<Uuid>>,
         selector: Option<&str>,
     ) -> Result<Scope, UnreadableScope> {
-        let groups = scope_groups
-            .read()
-            .map_err(|e| UnreadableScope::Groups(e.to_string()))?;
+        let groups = scope_groups.read().map_err(UnreadableScope::Groups)?;
         let selector = selector
             .map(Selector::parse)
             .transpose()
-            .map_err(|e| UnreadableScope::Selector(e.to_string()))?;
+            .map_err(UnreadableScope::Selector)?;
         Ok(Scope { groups, selector })
     }
 

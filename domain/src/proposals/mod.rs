@@ -11,6 +11,7 @@
 pub mod decide;
 pub mod dispatch;
 pub mod host_jobs;
+pub mod jobs;
 pub mod preflight;
 pub mod rollout;
 pub mod settle;
@@ -149,9 +150,7 @@ pub fn destination(
     }
     let Some(window) = window::of_proposal(proposal.window.as_ref())? else {
         // A policy with `asap_in_window` always has a window (the api refuses one without).
-        return Err(UnreadableWindow(
-            "apply is asap_in_window but the proposal has no window".into(),
-        ));
+        return Err(UnreadableWindow::Missing);
     };
     let window = window::parse(&window)?;
     if window.is_open(now) {

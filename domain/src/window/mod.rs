@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 pub use entities::json::WindowSpec;
-use entities::json::{JsonText, ProposalWindow};
+use entities::json::{JsonText, ProposalWindow, Unreadable, Unwritable};
 pub use rule::{
     MAX_COUNT, MAX_DURATION_MINUTES, MAX_OPENINGS_PER_DAY, MAX_RRULE_LEN, SEARCH_HORIZON_DAYS,
     Window, WindowError,
@@ -16,14 +16,25 @@ pub use rule::{
 mod rule;
 
 /// A stored window that is not valid JSON of the expected shape, or whose rule, time zone or
-/// duration no longer parses.
+/// duration no longer parses; the error that said so is kept.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the stored maintenance window cannot be read: {0}")]
-pub struct UnreadableWindow(pub String);
+pub enum UnreadableWindow {
+    #[error("the stored maintenance window cannot be read: {0}")]
+    Json(#[from] Unreadable),
+    #[error("the stored maintenance window cannot be read: {0}")]
+    Rule(#[from] WindowError),
+    #[error("the stored maintenance window cannot be written back: {0}")]
+    Unwritable(#[from] Unwritable),
+    /// A proposal applied as soon as its window opens stores none.
+    #[error(
+        "the stored maintenance window cannot be read: apply is asap_in_window but the proposal has no window"
+    )]
+    Missing,
+}
 
 /// The parsed window. A window read through [`of_proposal`] or [`of_policy`] always parses.
 pub fn parse(stored: &ProposalWindow) -> Result<Window, UnreadableWindow> {
-    Window::parse(&stored.rule, stored.created).map_err(|e| UnreadableWindow(e.to_string()))
+    Window::parse(&stored.rule, stored.created).map_err(UnreadableWindow::from)
 }
 
 /// A proposal's `window` column: `None` when it has none, an error when it has one that
@@ -34,7 +45,7 @@ pub fn of_proposal(
     let Some(column) = column else {
         return Ok(None);
     };
-    let stored = column.read().map_err(|e| UnreadableWindow(e.to_string()))?;
+    let stored = column.read().map_err(UnreadableWindow::from)?;
     parse(&stored)?;
     Ok(Some(stored))
 }
@@ -48,7 +59,7 @@ pub fn of_policy(
     let Some(column) = column else {
         return Ok(None);
     };
-    let rule = column.read().map_err(|e| UnreadableWindow(e.to_string()))?;
+    let rule = column.read().map_err(UnreadableWindow::from)?;
     let stored = ProposalWindow { rule, created };
     parse(&stored)?;
     Ok(Some(stored))

@@ -480,7 +480,7 @@ async fn report(url: &str, count: usize, per_org: usize, concurrency: usize) -> 
     let worker = tokio::spawn(worker::run(deps, options, shutdown.clone()));
     let started = Instant::now();
     Queue::new(&db)
-        .push(platform::jobs::BillingReport {
+        .push(domain::billing::jobs::BillingReport {
             day: yesterday,
             org_id: None,
         })

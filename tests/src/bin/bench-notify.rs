@@ -180,7 +180,7 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     txn.commit().await?;
-    app.state.queue.dispatch_notifications().await;
+    domain::notifications::jobs::dispatch_soon(&app.state.queue).await;
 
     let deadline = Instant::now() + Duration::from_secs(120);
     let logged = loop {

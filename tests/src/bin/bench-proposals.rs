@@ -70,6 +70,7 @@ use apalis::prelude::{TaskBuilder, TaskSink};
 use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
 use clap::Parser;
+use domain::fleet::jobs::EvaluateHost;
 use domain::roles::Role;
 use entities::{
     accounts, api_tokens, host_updates, hosts,
@@ -80,7 +81,7 @@ use platform::{
     clock::{Clock, SystemClock},
     config::{Config, RawConfig},
     db::{Database, Pool},
-    jobs::{EvaluateHost, Job, postgres_config, sqlite_config},
+    jobs::{Job, postgres_config, sqlite_config},
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use sea_orm::{
@@ -1261,7 +1262,7 @@ async fn count_status(db: &Database, queue: &str, status: &str) -> anyhow::Resul
     Ok(count)
 }
 
-const POLICY_QUEUE: &str = <platform::jobs::EvaluatePolicy as Job>::QUEUE;
+const POLICY_QUEUE: &str = <domain::policy::jobs::EvaluatePolicy as Job>::QUEUE;
 
 async fn end_to_end(
     args: &Args,

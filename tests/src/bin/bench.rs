@@ -74,11 +74,12 @@ use api::http::{
     },
 };
 use clap::{Parser, Subcommand, ValueEnum};
+use domain::notifications::jobs::SendEmail;
 use platform::{
     clock::SystemClock,
     config::RawConfig,
     db::{Database, Pool},
-    jobs::{Job, Queue, SendEmail, postgres_config, sqlite_config},
+    jobs::{Job, Queue, postgres_config, sqlite_config},
 };
 use poem::EndpointExt;
 use serde::{Deserialize, Serialize};

@@ -45,10 +45,9 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use platform::{
-    db::Database,
-    jobs::{BillingReport, Queue, SendEmail},
-};
+use domain::billing::jobs::BillingReport;
+use domain::notifications::jobs::SendEmail;
+use platform::{db::Database, jobs::Queue};
 use reqwest::Method;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
@@ -679,7 +678,7 @@ async fn queue(claims: &mut Claims, short: bool) -> anyhow::Result<()> {
         .await?;
         txn.commit().await?;
     }
-    app.state.queue.dispatch_notifications().await;
+    domain::notifications::jobs::dispatch_soon(&app.state.queue).await;
     let deliveries = events * channels;
     let total = emails + deliveries + orgs;
     claims.figure(format!(

@@ -587,7 +587,7 @@ async fn a_host_still_pending_a_day_after_enrolment_is_removed_and_frees_its_pla
     app.clock.advance(chrono::Duration::minutes(61));
     app.state
         .queue
-        .push(platform::jobs::FleetUpkeep {
+        .push(domain::fleet::jobs::FleetUpkeep {
             minute: "pending-expiry".into(),
         })
         .await

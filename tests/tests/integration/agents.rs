@@ -408,7 +408,7 @@ async fn an_inventory_is_evaluated_into_counts_and_a_silent_host_goes_offline() 
     app.clock.advance(chrono::Duration::minutes(16));
     app.state
         .queue
-        .push(platform::jobs::FleetUpkeep {
+        .push(domain::fleet::jobs::FleetUpkeep {
             minute: "test".into(),
         })
         .await
@@ -468,7 +468,7 @@ async fn an_inventory_is_evaluated_into_counts_and_a_silent_host_goes_offline() 
     let day = app.clock_now().date_naive();
     app.state
         .queue
-        .push(platform::jobs::RollupUsage { day })
+        .push(domain::billing::jobs::RollupUsage { day })
         .await
         .expect("queued");
     app.run_pending_jobs().await;

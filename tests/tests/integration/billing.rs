@@ -991,7 +991,7 @@ async fn each_day_is_reported_once_after_the_processor_accepts_it_even_through_f
     // The job running twice: the daily run again, and a day's job again, send nothing new.
     app.state
         .queue
-        .push(platform::jobs::BillingReport {
+        .push(domain::billing::jobs::BillingReport {
             day: "2026-11-04".parse().expect("day"),
             org_id: None,
         })
@@ -999,7 +999,7 @@ async fn each_day_is_reported_once_after_the_processor_accepts_it_even_through_f
         .expect("push");
     app.state
         .queue
-        .push(platform::jobs::BillingReport {
+        .push(domain::billing::jobs::BillingReport {
             day: "2026-11-03".parse().expect("day"),
             org_id: Some(org.uuid()),
         })
@@ -1022,7 +1022,7 @@ async fn each_day_is_reported_once_after_the_processor_accepts_it_even_through_f
     }
     app.state
         .queue
-        .push(platform::jobs::BillingReport {
+        .push(domain::billing::jobs::BillingReport {
             day: "2026-11-03".parse().expect("day"),
             org_id: Some(org.uuid()),
         })
@@ -1083,7 +1083,7 @@ async fn a_day_stays_unreported_while_the_processor_fails_and_organizations_with
     );
     processor.fail_next(1);
     let failed = worker::jobs::billing_report::run(
-        platform::jobs::BillingReport {
+        domain::billing::jobs::BillingReport {
             day,
             org_id: Some(org.uuid()),
         },

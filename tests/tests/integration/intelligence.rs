@@ -6,9 +6,11 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use apalis::prelude::Data;
+use domain::intel::jobs::FetchChangelog;
+use domain::intel::jobs::ReadAgentManifest;
+use domain::intel::jobs::RefreshKev;
 use domain::roles::Role;
 use entities::{changelogs, notification_events};
-use platform::jobs::{FetchChangelog, ReadAgentManifest, RefreshKev};
 use reqwest::Method;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};

@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use platform::{
-    db::Database,
-    jobs::{QUEUE_NAMES, Queue, SendEmail},
-};
+use domain::notifications::jobs::SendEmail;
+use platform::{db::Database, jobs::Queue};
 use tests::{
     SmtpSink, TestDatabase,
     metrics::{Exposition, free_address, scrape},
@@ -59,7 +57,7 @@ fn assert_families(metrics: &Exposition, families: &[(&str, &str)]) {
 /// the main pool reports its connections, and connections were taken from it.
 fn assert_common_series(metrics: &Exposition) {
     assert_families(metrics, &EVERY_PROCESS);
-    for queue in QUEUE_NAMES {
+    for queue in domain::QUEUES {
         assert!(
             metrics
                 .value("fleet_queue_depth", &[("queue", queue)])

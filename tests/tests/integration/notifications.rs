@@ -825,7 +825,7 @@ async fn concurrent_dispatchers_make_each_events_deliveries_once() {
     .expect("deps");
     let runs = futures::future::join_all((0..4).map(|_| {
         worker::jobs::notify_dispatch::run(
-            platform::jobs::NotifyDispatch::default(),
+            domain::notifications::jobs::NotifyDispatch::default(),
             apalis::prelude::Data::new(deps.clone()),
         )
     }))

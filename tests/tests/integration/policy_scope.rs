@@ -476,7 +476,7 @@ async fn a_group_whose_stored_selector_cannot_be_parsed_picks_no_host_by_label()
         .expect("corrupt the group");
     app.state
         .queue
-        .push(platform::jobs::EvaluateGroup { group_id: uuid })
+        .push(domain::fleet::jobs::EvaluateGroup { group_id: uuid })
         .await
         .expect("queued");
     org.report(&web, json!([])).await;

@@ -3,9 +3,10 @@
 
 use std::{collections::HashMap, time::Duration};
 
+use domain::notifications::jobs::SendEmail;
 use platform::{
     db::{Database, Pool},
-    jobs::{Queue, SendEmail},
+    jobs::Queue,
 };
 use tests::{
     SmtpSink, TestDatabase,

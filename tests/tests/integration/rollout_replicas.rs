@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use domain::proposals::jobs::ProposalTimers;
 use entities::{audit_events, host_jobs, notification_events, proposal_rollouts};
-use platform::jobs::ProposalTimers;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
 use tests::{

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use domain::notifications::jobs::SendEmail;
 use platform::{
     db::{Database, Pool},
-    jobs::{Queue, SendEmail},
+    jobs::Queue,
 };
 use tests::{
     SmtpSink, TestDatabase,

@@ -4,8 +4,8 @@
 //! are kept.
 
 use apalis::prelude::{BoxDynError, Data};
+use domain::intel::jobs::ReadAgentManifest;
 use domain::intel::releases;
-use platform::jobs::ReadAgentManifest;
 
 use crate::Deps;
 

@@ -12,12 +12,13 @@
 
 use apalis::prelude::{AbortError, BoxDynError, Data};
 use chrono::{Duration, NaiveDate};
+use domain::billing::jobs::BillingReport;
 use domain::billing::{Plan, is_live};
 use entities::scope::{AllOrgs, OrgScope};
 use entities::{host_days, subscriptions, usage_days};
 use platform::{
     ids::OrgId,
-    jobs::{BillingReport, Queue},
+    jobs::Queue,
     payments_api::{MeterEvent, PaymentsApi, PaymentsError},
 };
 use sea_orm::{

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use apalis::prelude::{BoxDynError, Data};
+use domain::intel::jobs::FetchChangelog;
 use domain::intel::{
     cache,
     changelog::{self, ChangelogStatus},
@@ -22,7 +23,7 @@ use entities::{
     json::{ChangelogEntry, JsonText},
 };
 use platform::{
-    jobs::{FetchChangelog, Queue},
+    jobs::Queue,
     outbound::{OutboundError, read_prefix},
 };
 use reqwest::{Method, StatusCode};

@@ -8,6 +8,8 @@
 //! with the same `webhook-id`, so delivery is at least once and receivers can deduplicate.
 //! A receiver's failure is never the job's failure: only the database failing retries the job.
 
+use domain::notifications::jobs::DeliverNotification;
+use domain::notifications::jobs::SendEmail;
 use entities::scope::AllOrgs;
 use std::time::Instant;
 
@@ -27,7 +29,6 @@ use entities::{
 };
 use platform::{
     ids::{DeliveryId, OrgId},
-    jobs::{DeliverNotification, SendEmail},
     outbound::read_limited,
 };
 use reqwest::Method;

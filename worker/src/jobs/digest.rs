@@ -5,6 +5,7 @@
 //! key `digest-mail:{org}:{account}:{period}` and the period is recorded as sent, so a second
 //! run (a retry, a second scheduler, a restart) never sends a second digest for it.
 
+use domain::notifications::jobs::SendDigest;
 use entities::scope::{OrgScope, Untenanted};
 use std::collections::HashMap;
 
@@ -20,7 +21,7 @@ use entities::{
     accounts, digest_settings, host_events, hosts, memberships, organizations, proposal_decisions,
     proposal_impacts, proposals,
 };
-use platform::jobs::{Queue, SendDigest};
+use platform::jobs::Queue;
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
     sea_query::Expr,

@@ -6,6 +6,7 @@
 //! labels cannot be read is picked by no selector, not even a negative one (`env!=staging`);
 //! each is logged.
 
+use domain::fleet::jobs::EvaluateGroup;
 use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::BTreeSet;
 
@@ -15,10 +16,7 @@ use entities::{
     group_hosts, groups, hosts,
     json::{JsonText, Labels},
 };
-use platform::{
-    ids::{GroupId, HostId},
-    jobs::EvaluateGroup,
-};
+use platform::ids::{GroupId, HostId};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 

@@ -7,13 +7,14 @@
 //! one whose selector is negative, `env!=staging`), and a group whose stored selector does
 //! not parse picks no host; the first is logged here, the second by `group.evaluate`.
 
+use domain::fleet::jobs::EvaluateHost;
 use entities::scope::{AllOrgs, OrgScope, Untenanted};
 use std::collections::BTreeSet;
 
 use apalis::prelude::{BoxDynError, Data};
 use domain::fleet::selector::Selector;
 use entities::{group_hosts, groups, host_updates, hosts, json::Labels};
-use platform::{ids::HostId, jobs::EvaluateHost};
+use platform::ids::HostId;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr};
 use uuid::Uuid;
 

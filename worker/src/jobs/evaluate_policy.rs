@@ -4,7 +4,7 @@
 
 use apalis::prelude::{BoxDynError, Data};
 use domain::policy::Evaluated;
-use platform::jobs::EvaluatePolicy;
+use domain::policy::jobs::EvaluatePolicy;
 
 use crate::Deps;
 

@@ -6,9 +6,9 @@
 use apalis::prelude::{BoxDynError, Data};
 use chrono::Duration;
 use domain::HostStatus;
+use domain::fleet::jobs::FleetUpkeep;
 use entities::scope::{AllOrgs, Untenanted};
 use entities::{host_events, hosts, json::JsonText};
-use platform::jobs::FleetUpkeep;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set, sea_query::Expr};
 use uuid::Uuid;
 
@@ -24,7 +24,7 @@ pub async fn run(job: FleetUpkeep, deps: Data<Deps>) -> Result<(), BoxDynError> 
     entities::agent_nonces::Entity::delete_rows()
         .filter(
             entities::agent_nonces::Column::SeenAt
-                .lt(now - chrono::Duration::seconds(platform::jobs::NONCE_TTL_S)),
+                .lt(now - chrono::Duration::seconds(domain::fleet::jobs::NONCE_TTL_S)),
         )
         .exec(db)
         .await?;
@@ -124,7 +124,7 @@ async fn requeue_stale_policies(
     let queue = platform::jobs::Queue::new(&deps.db);
     for policy_id in stale {
         queue
-            .push(platform::jobs::EvaluatePolicy { policy_id })
+            .push(domain::policy::jobs::EvaluatePolicy { policy_id })
             .await?;
     }
     Ok(())

@@ -6,8 +6,8 @@
 //! `advisory.known_exploited` once per organization and CVE.
 
 use apalis::prelude::{BoxDynError, Data};
+use domain::intel::jobs::RefreshKev;
 use domain::intel::kev;
-use platform::jobs::RefreshKev;
 
 use crate::Deps;
 

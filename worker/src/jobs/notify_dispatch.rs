@@ -6,6 +6,8 @@
 //! in the claim's transaction. Then every delivery due for an attempt without a job gets one,
 //! keyed by delivery and attempt, so a repeat queues nothing twice.
 
+use domain::notifications::jobs::DeliverNotification;
+use domain::notifications::jobs::NotifyDispatch;
 use entities::scope::{AllOrgs, OrgScope};
 use std::collections::{HashMap, hash_map::Entry};
 
@@ -16,10 +18,7 @@ use domain::{
     notifications::{EventKind, due, routing},
 };
 use entities::{notification_channels, notification_deliveries, notification_events};
-use platform::{
-    ids::DeliveryId,
-    jobs::{DeliverNotification, NotifyDispatch, Queue},
-};
+use platform::{ids::DeliveryId, jobs::Queue};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseBackend, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -127,7 +126,7 @@ pub async fn kick(deps: &Deps) {
         .one(&deps.db.orm)
         .await;
     match waiting {
-        Ok(Some(_)) => Queue::new(&deps.db).dispatch_notifications().await,
+        Ok(Some(_)) => domain::notifications::jobs::dispatch_soon(&Queue::new(&deps.db)).await,
         Ok(None) => {}
         Err(err) => tracing::warn!(error = %err, "could not look for waiting notifications"),
     }

@@ -5,13 +5,13 @@
 //! nothing twice.
 
 use apalis::prelude::{BoxDynError, Data};
+use domain::proposals::jobs::ProposalTimers;
 use domain::{
     ProposalStatus,
     proposals::{open_window, reopen, rollout},
 };
 use entities::proposals;
 use entities::scope::AllOrgs;
-use platform::jobs::ProposalTimers;
 use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
 
 use crate::Deps;

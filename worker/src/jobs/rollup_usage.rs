@@ -2,9 +2,9 @@
 //! hosts per organization. Idempotent: running it again rewrites the same numbers.
 
 use apalis::prelude::{BoxDynError, Data};
+use domain::billing::jobs::RollupUsage;
 use entities::scope::{AllOrgs, OrgScope};
 use entities::{host_days, usage_days};
-use platform::jobs::RollupUsage;
 use sea_orm::{
     ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Set, sea_query::OnConflict,
 };

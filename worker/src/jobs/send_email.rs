@@ -2,7 +2,7 @@
 //! retried with backoff, and after the last retry the job ends `Failed` with the error kept.
 
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data};
-use platform::jobs::SendEmail;
+use domain::notifications::jobs::SendEmail;
 
 use crate::{Deps, mailer::DeliveryError};
 
@@ -12,9 +12,9 @@ pub async fn run(email: SendEmail, deps: Data<Deps>, attempt: Attempt) -> Result
             tracing::info!(id = %email.id, attempt = attempt.current(), "email delivered");
             Ok(())
         }
-        Err(DeliveryError::Permanent(reason)) => {
-            tracing::warn!(id = %email.id, %reason, "email undeliverable, not retrying");
-            Err(AbortError::new(DeliveryError::Permanent(reason)).into())
+        Err(err @ DeliveryError::Permanent(_)) => {
+            tracing::warn!(id = %email.id, error = %err, "email undeliverable, not retrying");
+            Err(AbortError::new(err).into())
         }
         Err(err @ DeliveryError::Transient(_)) => {
             tracing::warn!(id = %email.id, attempt = attempt.current(), error = %err, "email delivery failed");

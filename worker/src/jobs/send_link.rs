@@ -7,15 +7,18 @@
 use domain::notifications::emails;
 use entities::scope::{AllOrgs, OrgScope, Untenanted};
 
-use crate::{Deps, mailer::DeliveryError};
+use crate::{
+    Deps,
+    mailer::{Cause, DeliveryError},
+};
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data};
 use chrono::{DateTime, Duration, Utc};
+use domain::notifications::jobs::SendLink;
 use entities::{
     accounts, email_tokens, invitations,
     json::{JsonText, SignUpPayload},
     organizations,
 };
-use platform::jobs::SendLink;
 use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, sea_query::Expr};
 
 /// One-time email tokens (sign-in, sign-up) expire after this long.
@@ -31,9 +34,9 @@ pub async fn run(job: SendLink, deps: Data<Deps>, attempt: Attempt) -> Result<()
             tracing::info!(id = %email.id, attempt = attempt.current(), "link emailed");
             Ok(())
         }
-        Err(DeliveryError::Permanent(reason)) => {
-            tracing::warn!(id = %email.id, %reason, "link undeliverable, not retrying");
-            Err(AbortError::new(DeliveryError::Permanent(reason)).into())
+        Err(err @ DeliveryError::Permanent(_)) => {
+            tracing::warn!(id = %email.id, error = %err, "link undeliverable, not retrying");
+            Err(AbortError::new(err).into())
         }
         Err(err @ DeliveryError::Transient(_)) => {
             tracing::warn!(id = %email.id, attempt = attempt.current(), error = %err, "emailing a link failed");
@@ -48,7 +51,7 @@ async fn compose(
     job: &SendLink,
     deps: &Deps,
     now: DateTime<Utc>,
-) -> Result<Option<platform::jobs::SendEmail>, BoxDynError> {
+) -> Result<Option<domain::notifications::jobs::SendEmail>, BoxDynError> {
     let db = &deps.db.orm;
     let base = &deps.config.base_url;
     match job {
@@ -103,7 +106,7 @@ async fn compose(
                 .one(db)
                 .await?
                 .ok_or_else(|| {
-                    AbortError::new(DeliveryError::Permanent("the organization is gone".into()))
+                    AbortError::new(DeliveryError::Permanent(Cause::OrganizationGone))
                 })?;
             let inviter = accounts::Entity::row(invitation.invited_by)
                 .one(db)

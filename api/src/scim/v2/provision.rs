@@ -65,7 +65,7 @@ impl RoleRules {
         for invitation_id in invited {
             state
                 .queue
-                .push(platform::jobs::SendLink::Invitation { invitation_id })
+                .push(domain::notifications::jobs::SendLink::Invitation { invitation_id })
                 .await
                 .map_err(ScimError::internal)?;
         }

@@ -1,7 +1,7 @@
 //! A host's event history: what happened to it, written beside the change that caused it.
 
+use crate::HostEventKind;
 use chrono::{DateTime, Utc};
-use domain::HostEventKind;
 use entities::{host_events, hosts, json::JsonText};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 use serde_json::Value;
