@@ -132,7 +132,7 @@ pub async fn run(config: platform::config::Config) -> anyhow::Result<()> {
     let bound = http::server::bind(config.bind).await?;
     // One metrics endpoint for the whole process, embedded worker and scheduler included.
     let metrics =
-        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUES, &shutdown).await?;
+        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUE_NAMES, &shutdown).await?;
 
     let mut background = tokio::task::JoinSet::new();
     if config.embedded_workers {

@@ -25,7 +25,7 @@ pub mod status;
 pub mod window;
 
 /// Every queue's name, for what reports on all of them (the metrics' queue depths).
-pub const QUEUES: [&str; 16] = {
+pub const QUEUE_NAMES: [&str; 16] = {
     use platform::jobs::{Housekeeping, Job};
     [
         notifications::jobs::SendEmail::QUEUE,

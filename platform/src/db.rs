@@ -495,11 +495,13 @@ fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
     let stopped = stop.clone();
     tokio::spawn(async move {
         let pool = &pool;
+        // Fixed when the database file was made (only a VACUUM could change it): read once.
+        let page_size = &tokio::sync::OnceCell::new();
         crate::every::every(CHECKPOINT_EVERY, &stopped, move || async move {
             if pool.is_closed() {
                 return false;
             }
-            if let Err(err) = checkpoint(pool).await
+            if let Err(err) = checkpoint(pool, page_size).await
                 && !pool.is_closed()
             {
                 tracing::warn!(error = %err, "checkpointing SQLite's WAL");
@@ -512,15 +514,18 @@ fn checkpoint_in_the_background(pool: SqlitePool) -> DropGuard {
 }
 
 /// One tick of [`checkpoint_in_the_background`].
-async fn checkpoint(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+async fn checkpoint(
+    pool: &SqlitePool,
+    page_size: &tokio::sync::OnceCell<i64>,
+) -> Result<(), sqlx::Error> {
     // (busy, pages in the WAL, pages copied): -1 pages when the database is not in WAL mode.
     let (_, pages, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
         .fetch_one(pool)
         .await?;
-    let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
-        .fetch_one(pool)
+    let page_size = page_size
+        .get_or_try_init(|| sqlx::query_scalar("PRAGMA page_size").fetch_one(pool))
         .await?;
-    let bytes = u64::try_from(pages.saturating_mul(page_size)).unwrap_or(0);
+    let bytes = u64::try_from(pages.saturating_mul(*page_size)).unwrap_or(0);
     if bytes <= WAL_BOUND_BYTES {
         return Ok(());
     }

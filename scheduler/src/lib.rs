@@ -356,7 +356,7 @@ pub async fn run_process(config: platform::config::Config) -> anyhow::Result<()>
     let scheduler = Scheduler::new(db.clone(), Arc::new(platform::clock::SystemClock));
     let shutdown = platform::runtime::shutdown_on_signal();
     let metrics =
-        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUES, &shutdown).await?;
+        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUE_NAMES, &shutdown).await?;
     scheduler.run(shutdown).await?;
     if let Some(metrics) = metrics {
         let _ = metrics.await;

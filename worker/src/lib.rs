@@ -389,7 +389,7 @@ pub async fn run_process(config: Config, concurrency: usize) -> anyhow::Result<(
     db.migrate().await?;
     let shutdown = platform::runtime::shutdown_on_signal();
     let metrics =
-        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUES, &shutdown).await?;
+        platform::metrics::start(config.metrics_bind, &db, &domain::QUEUE_NAMES, &shutdown).await?;
     let deps = Deps::new(config, db.clone(), Arc::new(platform::clock::SystemClock))?;
     run(deps, WorkerOptions::new(concurrency), shutdown).await?;
     if let Some(metrics) = metrics {

@@ -57,7 +57,7 @@ fn assert_families(metrics: &Exposition, families: &[(&str, &str)]) {
 /// the main pool reports its connections, and connections were taken from it.
 fn assert_common_series(metrics: &Exposition) {
     assert_families(metrics, &EVERY_PROCESS);
-    for queue in domain::QUEUES {
+    for queue in domain::QUEUE_NAMES {
         assert!(
             metrics
                 .value("fleet_queue_depth", &[("queue", queue)])
